@@ -1,0 +1,1 @@
+//! Runnable examples of lock-runtime; see the `[[bin]]`s of this package.

@@ -1,0 +1,2 @@
+//! The `#[distributed_lock]` attribute. Use it through `lock_runtime`, which
+//! re-exports it.

@@ -1,0 +1,167 @@
+//! A single Redis server (or a proxy that looks like one).
+//!
+//! Lock traffic is spread round-robin over a small fixed set of multiplexed,
+//! self-reconnecting [`ConnectionManager`]s: no checkout and no per-use
+//! round trip, so one lock costs exactly the round trips of its scripts.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::AcquireReply;
+use crate::keys::LockKeys;
+use crate::scripts;
+use crate::token::OwnerToken;
+use crate::{LockConfig, LockError};
+
+/// One entry of a renewal batch.
+pub(crate) struct Renewal<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) ttl_ms: u64,
+}
+
+/// The pooled connections to one Redis server.
+#[derive(Clone)]
+pub(crate) struct RedisBackend {
+    pool: Arc<[ConnectionManager]>,
+    next: Arc<AtomicUsize>,
+    client: redis::Client,
+    /// Upper bound of one call: reconnecting plus waiting for the answer.
+    call_bound: Duration,
+}
+
+impl RedisBackend {
+    /// Opens every pooled connection, failing fast when the server is
+    /// unreachable: a service learns at start-up, not at its first lock.
+    pub(crate) async fn connect(config: &LockConfig) -> Result<Self, LockError> {
+        let client = redis::Client::open(config.server.clone())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout))
+            // Few, quick reconnect attempts: a call during an outage should
+            // fail within its bound, and the next call starts a fresh attempt.
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        let connect_all = async {
+            let mut pool = Vec::with_capacity(config.pool_size);
+            for _ in 0..config.pool_size {
+                pool.push(
+                    ConnectionManager::new_with_config(client.clone(), manager_config.clone())
+                        .await?,
+                );
+            }
+            Ok::<_, redis::RedisError>(pool)
+        };
+        let pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
+            Ok(pool) => pool?,
+            Err(_) => {
+                return Err(LockError::redis_timeout(
+                    "connecting to Redis",
+                    config.connect_timeout,
+                ));
+            }
+        };
+        Ok(Self {
+            pool: pool.into(),
+            next: Arc::new(AtomicUsize::new(0)),
+            client,
+            call_bound: config.connect_timeout + config.response_timeout,
+        })
+    }
+
+    /// The next pooled connection, round-robin. Callers keep the index when
+    /// a later command must be ordered after an earlier one.
+    pub(crate) fn pick(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()
+    }
+
+    /// The client the release listener opens its own connection with.
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// One run of the acquire script on connection `conn`.
+    pub(crate) async fn acquire(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<AcquireReply, LockError> {
+        let mut connection = self.pool[conn].clone();
+        let mut invocation = scripts::ACQUIRE.key(keys.lock());
+        invocation.key(keys.fence()).arg(token.as_str()).arg(ttl_ms);
+        let (granted, value): (i64, i64) = self
+            .bounded("acquire", invocation.invoke_async(&mut connection))
+            .await?;
+        Ok(if granted == 1 {
+            AcquireReply::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            AcquireReply::Busy {
+                pttl: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        })
+    }
+
+    /// One run of the release script; true when our lock was deleted.
+    pub(crate) async fn release(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let mut connection = self.pool[conn].clone();
+        let mut invocation = scripts::RELEASE.key(keys.lock());
+        invocation.key(keys.channel()).arg(token.as_str());
+        let deleted: i64 = self
+            .bounded("release", invocation.invoke_async(&mut connection))
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    /// Renews a batch of leases in one command; one bool (still ours) per entry.
+    pub(crate) async fn extend(
+        &self,
+        conn: usize,
+        batch: &[Renewal<'_>],
+    ) -> Result<Vec<bool>, LockError> {
+        let mut connection = self.pool[conn].clone();
+        let mut invocation = scripts::EXTEND.prepare_invoke();
+        for renewal in batch {
+            invocation
+                .key(renewal.keys.lock())
+                .arg(renewal.token.as_str())
+                .arg(renewal.ttl_ms);
+        }
+        let renewed: Vec<i64> = self
+            .bounded("extend", invocation.invoke_async(&mut connection))
+            .await?;
+        if renewed.len() != batch.len() {
+            return Err(LockError::Redis(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "the extend script answered for a different number of locks",
+            ))));
+        }
+        Ok(renewed.into_iter().map(|r| r == 1).collect())
+    }
+
+    /// Runs one call within `call_bound`, so that no caller waits on a
+    /// stalled server or a reconnect loop longer than it was promised.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.call_bound, call).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(LockError::redis_timeout(what, self.call_bound)),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! [`LockConfig`]: where the locks live and the defaults every lock starts from.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::LockError;
+
+/// Where and how a [`Locker`](crate::Locker) keeps its locks.
+///
+/// Built from a URL (or the `REDIS_URL` environment variable) and refined with
+/// the chainable setters. Nothing is checked against the server until
+/// [`Locker::connect`](crate::Locker::connect); [`LockConfig::validate`] runs
+/// there and reports every bad value as [`LockError::Config`].
+///
+/// ```
+/// use lock_runtime::LockConfig;
+/// use std::time::Duration;
+///
+/// let config = LockConfig::from_url("redis://127.0.0.1:6379/")?
+///     .key_prefix("orders:lock:")
+///     .default_ttl(Duration::from_secs(10))
+///     .pool_size(4);
+/// assert_eq!(config.get_default_wait(), Duration::from_secs(10));
+/// # Ok::<(), lock_runtime::LockError>(())
+/// ```
+#[derive(Clone)]
+pub struct LockConfig {
+    pub(crate) server: redis::ConnectionInfo,
+    pub(crate) key_prefix: String,
+    pub(crate) default_ttl: Duration,
+    pub(crate) default_wait: Option<Duration>,
+    pub(crate) pool_size: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) backoff_min: Duration,
+    pub(crate) backoff_max: Duration,
+}
+
+impl LockConfig {
+    /// The key prefix used unless [`LockConfig::key_prefix`] sets another.
+    pub const DEFAULT_KEY_PREFIX: &'static str = "lock:";
+    /// The lease length used unless [`LockConfig::default_ttl`] sets another.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+    /// Pooled connections used unless [`LockConfig::pool_size`] sets another.
+    pub const DEFAULT_POOL_SIZE: usize = 2;
+    /// Connect timeout used unless [`LockConfig::connect_timeout`] sets another.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Response timeout used unless [`LockConfig::response_timeout`] sets another.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+    /// A configuration for the Redis server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS when
+    /// the redis crate is built with TLS).
+    ///
+    /// Fails with [`LockError::Config`] when the URL is empty or cannot be parsed.
+    ///
+    /// ```
+    /// use lock_runtime::{LockConfig, LockError};
+    ///
+    /// assert!(LockConfig::from_url("redis://127.0.0.1/").is_ok());
+    /// assert!(matches!(LockConfig::from_url(""), Err(LockError::Config(_))));
+    /// assert!(matches!(LockConfig::from_url("http://x"), Err(LockError::Config(_))));
+    /// ```
+    pub fn from_url(url: &str) -> Result<Self, LockError> {
+        let url = url.trim();
+        if url.is_empty() {
+            return Err(LockError::config(
+                "the Redis URL is empty; pass one such as `redis://127.0.0.1:6379/`",
+            ));
+        }
+        let server = url.into_connection_info().map_err(|err| {
+            LockError::config(format!(
+                "cannot parse the Redis URL `{}` ({err}); expected `redis://host:port/db`",
+                redact(url)
+            ))
+        })?;
+        Ok(Self {
+            server,
+            key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
+            default_ttl: Self::DEFAULT_TTL,
+            default_wait: None,
+            pool_size: Self::DEFAULT_POOL_SIZE,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            backoff_min: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(500),
+        })
+    }
+
+    /// A configuration from the `REDIS_URL` environment variable.
+    ///
+    /// Fails with [`LockError::Config`] when the variable is unset, not
+    /// Unicode, or not a valid Redis URL.
+    pub fn from_env() -> Result<Self, LockError> {
+        match std::env::var("REDIS_URL") {
+            Ok(url) => Self::from_url(&url),
+            Err(std::env::VarError::NotPresent) => Err(LockError::config(
+                "REDIS_URL is not set; set it to e.g. `redis://127.0.0.1:6379/` or use `LockConfig::from_url`",
+            )),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(LockError::config("REDIS_URL is not valid Unicode"))
+            }
+        }
+    }
+
+    /// Prefix of every Redis key this locker writes (default `lock:`), so that
+    /// lock keys never collide with the application's own keys.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Lease length of a lock that does not set its own ttl (default 30 s).
+    /// With the watchdog on, this is also how long a crashed owner blocks others.
+    pub fn default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// How long `acquire` waits for a busy lock when the request does not say
+    /// (default: the lock's ttl, the longest a crashed owner can block it).
+    pub fn default_wait(mut self, wait: Duration) -> Self {
+        self.default_wait = Some(wait);
+        self
+    }
+
+    /// Number of multiplexed connections the lock traffic is spread over,
+    /// round-robin (default 2). Waiting for release messages uses one more.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Longest time to establish a connection (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Longest time to wait for the answer to one command (default 1 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Bounds of the jittered backoff between tries on a busy lock
+    /// (default 10 ms to 500 ms). A waiter normally wakes on the release
+    /// message; the backoff only matters when that message is missed.
+    pub fn retry_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff_min = min;
+        self.backoff_max = max;
+        self
+    }
+
+    /// The key prefix in force.
+    pub fn get_key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// The default lease length in force.
+    pub fn get_default_ttl(&self) -> Duration {
+        self.default_ttl
+    }
+
+    /// The default wait in force (the default ttl unless set).
+    pub fn get_default_wait(&self) -> Duration {
+        self.default_wait.unwrap_or(self.default_ttl)
+    }
+
+    /// The pool size in force.
+    pub fn get_pool_size(&self) -> usize {
+        self.pool_size
+    }
+
+    /// Checks every value and says what to fix. [`Locker::connect`](crate::Locker::connect)
+    /// calls it, so calling it yourself is only needed to fail earlier.
+    ///
+    /// ```
+    /// use lock_runtime::{LockConfig, LockError};
+    /// use std::time::Duration;
+    ///
+    /// let config = LockConfig::from_url("redis://127.0.0.1/")?.default_ttl(Duration::ZERO);
+    /// assert!(matches!(config.validate(), Err(LockError::Config(_))));
+    /// # Ok::<(), LockError>(())
+    /// ```
+    pub fn validate(&self) -> Result<(), LockError> {
+        if self.default_ttl.is_zero() {
+            return Err(LockError::config(
+                "default_ttl must be greater than zero; a lease of 0 expires before it is granted",
+            ));
+        }
+        if self.default_ttl < Duration::from_millis(1) {
+            return Err(LockError::config(
+                "default_ttl must be at least 1 ms; Redis leases have millisecond resolution",
+            ));
+        }
+        if self.pool_size == 0 {
+            return Err(LockError::config(
+                "pool_size must be at least 1; it is the number of connections lock traffic uses",
+            ));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(LockError::config(
+                "connect_timeout must be greater than zero",
+            ));
+        }
+        if self.response_timeout.is_zero() {
+            return Err(LockError::config(
+                "response_timeout must be greater than zero",
+            ));
+        }
+        if self.backoff_min.is_zero() || self.backoff_min > self.backoff_max {
+            return Err(LockError::config(
+                "retry_backoff needs 0 < min <= max, e.g. (10ms, 500ms)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LockConfig {
+    // Hand-written so that a password in the URL never reaches a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockConfig")
+            .field("server", &self.server.addr().to_string())
+            .field("key_prefix", &self.key_prefix)
+            .field("default_ttl", &self.default_ttl)
+            .field("default_wait", &self.get_default_wait())
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The URL with any `user:password@` part masked.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credentials() {
+        assert_eq!(redact("redis://u:secret@h:1/"), "redis://***@h:1/");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    }
+
+    #[test]
+    fn parse_error_does_not_echo_the_password() {
+        let err = LockConfig::from_url("redis://u:secret@h:notaport/").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn debug_does_not_print_the_password() {
+        let config = LockConfig::from_url("redis://u:secret@127.0.0.1:6379/").unwrap();
+        assert!(!format!("{config:?}").contains("secret"));
+    }
+
+    #[test]
+    fn each_bad_value_is_a_config_error() {
+        let base = || LockConfig::from_url("redis://127.0.0.1/").unwrap();
+        let bad = [
+            base().default_ttl(Duration::ZERO),
+            base().default_ttl(Duration::from_micros(500)),
+            base().pool_size(0),
+            base().connect_timeout(Duration::ZERO),
+            base().response_timeout(Duration::ZERO),
+            base().retry_backoff(Duration::from_secs(2), Duration::from_secs(1)),
+        ];
+        for config in bad {
+            assert!(
+                matches!(config.validate(), Err(LockError::Config(_))),
+                "{config:?}"
+            );
+        }
+        assert!(base().validate().is_ok());
+    }
+}

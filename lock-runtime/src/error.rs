@@ -1,0 +1,86 @@
+//! [`LockError`]: everything that can go wrong while taking, holding or
+//! releasing a lock.
+
+use std::time::Duration;
+
+/// Why a lock operation failed.
+///
+/// The enum is `#[non_exhaustive]`: match the variants you handle and keep a
+/// `_` arm, so that new failure modes (new backends bring new ones) are not a
+/// breaking change.
+///
+/// ```
+/// use lock_runtime::LockError;
+/// use std::time::Duration;
+///
+/// let err = LockError::Timeout { key: "stock:42".into(), waited: Duration::from_secs(2) };
+/// assert_eq!(err.to_string(), "timed out after 2s waiting for lock `stock:42`");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The process-wide locker was used before [`crate::init`] ran.
+    #[error(
+        "the global locker is not initialized: call `lock_runtime::init(config).await` at start-up"
+    )]
+    NotInitialized,
+
+    /// [`crate::init`] was called a second time; the first configuration stays in force.
+    #[error(
+        "the global locker is already initialized; `lock_runtime::init` may be called only once"
+    )]
+    AlreadyInitialized,
+
+    /// Another owner held the lock for the whole of the caller's `wait`.
+    #[error("timed out after {waited:?} waiting for lock `{key}`")]
+    Timeout {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// How long the caller waited before giving up.
+        waited: Duration,
+    },
+
+    /// The lock was lost while its owner still relied on it: its renewal was
+    /// refused (the key was deleted or taken over) or could not be confirmed
+    /// before the lease ran out.
+    #[error("lock `{key}` was lost before its owner released it")]
+    Lost {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+    },
+
+    /// The Redis server could not be reached or answered with an error.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// Too few independent masters granted the lock (Redlock mode).
+    #[error("lock `{key}` reached {granted} of the {needed} masters it needs")]
+    QuorumNotReached {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// How many masters granted the lock.
+        granted: usize,
+        /// How many masters a quorum needs.
+        needed: usize,
+    },
+
+    /// A configuration value or lock request was invalid; the message says
+    /// what to change.
+    #[error("invalid lock configuration: {0}")]
+    Config(String),
+}
+
+impl LockError {
+    pub(crate) fn config(message: impl Into<String>) -> Self {
+        LockError::Config(message.into())
+    }
+
+    /// A Redis call that did not finish within its time bound.
+    pub(crate) fn redis_timeout(what: &str, after: Duration) -> Self {
+        let io = std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what} got no answer within {after:?}"),
+        );
+        LockError::Redis(redis::RedisError::from(io))
+    }
+}

@@ -1,0 +1,135 @@
+//! [`LockGuard`]: proof of holding a lock, and the way to give it back.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::lease::{Lease, LeaseState};
+use crate::stats::Counters;
+use crate::{LockError, Locker};
+
+/// A held lock. While it lives, the watchdog renews the lease (unless the
+/// request turned it off); [`release`](Self::release) gives the lock back,
+/// and dropping an unreleased guard releases it in the background.
+///
+/// ```no_run
+/// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+/// let guard = locker.lock("invoice:7").acquire().await?;
+/// tokio::select! {
+///     () = guard.lost() => eprintln!("lock lost; stop writing"),
+///     () = write_with_fence(guard.fence()) => {}
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// # async fn write_with_fence(_: u64) {}
+/// ```
+#[must_use = "dropping a guard releases its lock at once"]
+pub struct LockGuard {
+    lease: Arc<Lease>,
+    locker: Locker,
+    released: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.key())
+            .field("fence", &self.fence())
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(lease: Arc<Lease>, locker: Locker) -> Self {
+        Self {
+            lease,
+            locker,
+            released: false,
+        }
+    }
+
+    /// The lock key as requested (without the configured prefix).
+    pub fn key(&self) -> &str {
+        self.lease.keys.name()
+    }
+
+    /// The fencing token: strictly greater than that of every earlier owner
+    /// of this key. Pass it to the store you write to and have the store
+    /// refuse a token smaller than one it has seen; that stops a stale owner
+    /// (paused longer than its lease) from overwriting a newer owner's work.
+    pub fn fence(&self) -> u64 {
+        self.lease.fence
+    }
+
+    /// The lease length the lock was taken with.
+    pub fn ttl(&self) -> Duration {
+        self.lease.ttl
+    }
+
+    /// Whether the lock is still ours as far as this process can tell: not
+    /// lost, not released, and inside the lease's validity window.
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Completes when the lock is known lost: a renewal was refused (the key
+    /// was deleted or taken over), renewals failed until the lease's validity
+    /// ran out, or a fixed lease ended. It completes *before* the key can
+    /// expire on the server, so the holder can stop in time.
+    ///
+    /// The future owns what it needs (`'static`), so it can be raced against
+    /// the work the lock protects. It never completes for a lock released by
+    /// its holder.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut state = self.lease.subscribe();
+        async move {
+            if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
+                // The lease was dropped without being lost: never completes.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Releases the lock: deletes the key only if it is still ours and
+    /// wakes the waiters. `Ok(false)` means it was no longer ours (lost, or
+    /// expired), so nothing was deleted.
+    pub async fn release(mut self) -> Result<bool, LockError> {
+        self.released = true;
+        self.lease.mark_released();
+        self.locker.watchdog().forget(self.lease.id);
+        let deleted = self
+            .locker
+            .backend()
+            .release(self.lease.conn, &self.lease.keys, &self.lease.token)
+            .await?;
+        Counters::bump(&self.locker.counters().released);
+        Ok(deleted)
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.lease.mark_released();
+        self.locker.watchdog().forget(self.lease.id);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Dropped outside any runtime: the lease runs out on its own.
+            tracing::debug!(
+                key = self.key(),
+                "lock guard dropped outside a runtime; its lease will expire"
+            );
+            return;
+        };
+        let locker = self.locker.clone();
+        let lease = self.lease.clone();
+        runtime.spawn(async move {
+            match locker.backend().release(lease.conn, &lease.keys, &lease.token).await {
+                Ok(_) => Counters::bump(&locker.counters().released),
+                Err(err) => tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire"),
+            }
+        });
+    }
+}

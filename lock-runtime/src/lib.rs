@@ -1,0 +1,51 @@
+//! Distributed locks on Redis for async Rust.
+//!
+//! One atomic command takes a lock, only its owner can release it, a
+//! watchdog renews it while the owner works, and if it is ever lost the
+//! owner is told before anyone else can take it. Each acquisition also gets
+//! a fencing token, strictly increasing per key, so the stores you write to
+//! can turn away a stale owner.
+//!
+//! ```no_run
+//! use lock_runtime::{LockConfig, LockError};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), LockError> {
+//! lock_runtime::init(LockConfig::from_url("redis://127.0.0.1/")?).await?;
+//!
+//! let guard = lock_runtime::global()?
+//!     .lock("stock:42")
+//!     .ttl(Duration::from_secs(3))
+//!     .wait(Duration::from_secs(2))
+//!     .acquire()
+//!     .await?;
+//! // ... the critical section; guard.fence() goes with every write ...
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Redis layout (all keys of one lock share one cluster hash slot):
+//! `<prefix>{<key>}` holds the owner token with the lease as its expiry,
+//! `<prefix>{<key>}:fence` counts acquisitions, and
+//! `<prefix>{<key>}:released` is where releases are announced.
+
+mod backend;
+mod config;
+mod error;
+mod global;
+mod guard;
+mod keys;
+mod lease;
+mod locker;
+mod scripts;
+mod stats;
+mod token;
+mod wait;
+mod watchdog;
+
+pub use config::LockConfig;
+pub use error::LockError;
+pub use global::{global, init, init_with};
+pub use guard::LockGuard;
+pub use locker::{LockRequest, Locker};
+pub use stats::LockerStats;

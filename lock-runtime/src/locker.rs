@@ -1,0 +1,384 @@
+//! [`Locker`]: the handle through which locks are taken.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use crate::backend::AcquireReply;
+use crate::backend::redis::RedisBackend;
+use crate::keys::LockKeys;
+use crate::lease::Lease;
+use crate::stats::{Counters, LockerStats};
+use crate::token::OwnerToken;
+use crate::wait::{Backoff, ReleaseListener, Subscription, Timeouts};
+use crate::watchdog::{Watchdog, ttl_millis};
+use crate::{LockConfig, LockError, LockGuard};
+
+/// A connection to the lock service: a small pool of Redis connections, one
+/// watchdog task that renews every lock it handed out, and one pub/sub
+/// listener that wakes waiters when a lock is released.
+///
+/// Cheap to clone (an `Arc`); build one per process with
+/// [`Locker::connect`], or let [`crate::init`] keep the process-wide one.
+///
+/// ```no_run
+/// use lock_runtime::{LockConfig, Locker};
+/// use std::time::Duration;
+///
+/// # async fn run() -> Result<(), lock_runtime::LockError> {
+/// let locker = Locker::connect(LockConfig::from_url("redis://127.0.0.1/")?).await?;
+/// let guard = locker.lock("stock:42").ttl(Duration::from_secs(3)).acquire().await?;
+/// println!("fencing token {}", guard.fence());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Locker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: LockConfig,
+    backend: RedisBackend,
+    watchdog: Watchdog,
+    releases: ReleaseListener,
+    counters: Arc<Counters>,
+    next_lease_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Locker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locker")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Locker {
+    /// Validates `config` and opens its connections.
+    ///
+    /// Must run inside a tokio runtime, which then hosts the locker's
+    /// background tasks: keep that runtime alive as long as the locker.
+    /// Fails with [`LockError::Config`] for a bad setting and
+    /// [`LockError::Redis`] when the server cannot be reached within the
+    /// connect timeout.
+    pub async fn connect(config: LockConfig) -> Result<Self, LockError> {
+        config.validate()?;
+        let backend = RedisBackend::connect(&config).await?;
+        let counters = Arc::new(Counters::default());
+        let watchdog = Watchdog::start(backend.clone(), counters.clone());
+        let releases = ReleaseListener::start(
+            backend.client().clone(),
+            Timeouts {
+                connect: config.connect_timeout,
+                response: config.response_timeout,
+            },
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                backend,
+                watchdog,
+                releases,
+                counters,
+                next_lease_id: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// Starts a request for the lock named `key` (for example `stock:42`);
+    /// set its options, then call [`LockRequest::acquire`] or
+    /// [`LockRequest::try_acquire`].
+    pub fn lock(&self, key: impl Into<String>) -> LockRequest {
+        LockRequest {
+            locker: self.clone(),
+            key: key.into(),
+            ttl: None,
+            wait: None,
+            watchdog: true,
+        }
+    }
+
+    /// The configuration this locker was built with.
+    pub fn config(&self) -> &LockConfig {
+        &self.inner.config
+    }
+
+    /// Counters of what this locker has done so far.
+    pub fn stats(&self) -> LockerStats {
+        self.inner.counters.snapshot()
+    }
+
+    pub(crate) fn backend(&self) -> &RedisBackend {
+        &self.inner.backend
+    }
+
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.inner.watchdog
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+}
+
+/// A lock request being built: `locker.lock(key).ttl(..).wait(..).acquire()`.
+#[must_use = "a lock request does nothing until `acquire` or `try_acquire` is awaited"]
+#[derive(Debug)]
+pub struct LockRequest {
+    locker: Locker,
+    key: String,
+    ttl: Option<Duration>,
+    wait: Option<Duration>,
+    watchdog: bool,
+}
+
+impl LockRequest {
+    /// Lease length (default: the config's `default_ttl`). With the watchdog
+    /// on, it bounds how long a crashed owner can block others; with it off,
+    /// it is how long the lock lasts.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Longest time [`acquire`](Self::acquire) waits for a busy lock
+    /// (default: the config's `default_wait`). Zero tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Renew the lease while the guard lives (default `true`). With `false`
+    /// the lease is fixed: the lock ends after its ttl, and the guard reports
+    /// it lost at that moment.
+    pub fn watchdog(mut self, renew: bool) -> Self {
+        self.watchdog = renew;
+        self
+    }
+
+    /// Takes the lock, waiting up to the request's `wait` while someone else
+    /// holds it.
+    ///
+    /// Errors: [`LockError::Timeout`] when the wait ran out,
+    /// [`LockError::Redis`] when the server failed (after one retry of a
+    /// dropped connection), [`LockError::Config`] for an empty key or zero ttl.
+    /// Dropping the returned future part-way is safe: a lock it may have
+    /// taken is released in the background.
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let wait = self
+            .wait
+            .unwrap_or_else(|| self.locker.inner.config.get_default_wait());
+        let counters = self.locker.inner.counters.clone();
+        let result = self.run(wait).await;
+        if matches!(result, Err(LockError::Timeout { .. })) {
+            Counters::bump(&counters.timeouts);
+        }
+        result
+    }
+
+    /// Tries once: `Ok(None)` when someone else holds the lock.
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>, LockError> {
+        match self.run(Duration::ZERO).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Timeout { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn run(self, wait: Duration) -> Result<LockGuard, LockError> {
+        let ttl = self.ttl.unwrap_or(self.locker.inner.config.default_ttl);
+        let ttl_ms = ttl_millis(ttl);
+        if ttl_ms == 0 {
+            return Err(LockError::config(format!(
+                "ttl of lock `{}` is {ttl:?}; it must be at least 1 ms",
+                self.key
+            )));
+        }
+        let keys = LockKeys::new(&self.locker.inner.config.key_prefix, &self.key)?;
+        let span = tracing::debug_span!("lock.acquire", key = %self.key);
+        let mut attempt = Attempt::new(&self.locker, keys, ttl_ms, self.watchdog, wait);
+        attempt.run().instrument(span).await
+    }
+}
+
+/// One acquisition in progress. While a request may have reached the
+/// server without its answer reaching us, the attempt is *armed*: dropped
+/// in that state (caller cancelled, or the call failed) it releases the lock
+/// it may have taken, so no lock is ever left held by nobody.
+struct Attempt<'a> {
+    locker: &'a Locker,
+    keys: LockKeys,
+    token: OwnerToken,
+    ttl_ms: u64,
+    renew: bool,
+    wait: Duration,
+    conn: usize,
+    armed: bool,
+}
+
+impl<'a> Attempt<'a> {
+    fn new(locker: &'a Locker, keys: LockKeys, ttl_ms: u64, renew: bool, wait: Duration) -> Self {
+        Self {
+            conn: locker.backend().pick(),
+            locker,
+            keys,
+            token: OwnerToken::random(),
+            ttl_ms,
+            renew,
+            wait,
+            armed: false,
+        }
+    }
+
+    async fn run(&mut self) -> Result<LockGuard, LockError> {
+        let started = Instant::now();
+        let deadline = started + self.wait;
+        let config = &self.locker.inner.config;
+        let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
+        let mut subscription: Option<Subscription> = None;
+        let mut subscribed_once = false;
+        let mut contended = false;
+        loop {
+            if let Some(subscription) = subscription.as_mut() {
+                subscription.mark_seen();
+            }
+            let (sent_at, reply) = self.send().await?;
+            let pttl = match reply {
+                AcquireReply::Acquired { fence } => {
+                    return Ok(self.granted(fence, sent_at, started, contended));
+                }
+                AcquireReply::Busy { pttl } => pttl,
+            };
+            contended = true;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LockError::Timeout {
+                    key: self.keys.name().to_owned(),
+                    waited: now - started,
+                });
+            }
+            if !subscribed_once {
+                // Subscribe, then try again at once: a release between our
+                // try and the subscription would otherwise go unheard.
+                subscribed_once = true;
+                let limit = deadline.min(now + config.response_timeout);
+                let listener = &self.locker.inner.releases;
+                subscription =
+                    tokio::time::timeout_at(limit.into(), listener.subscribe(self.keys.channel()))
+                        .await
+                        .ok();
+                continue;
+            }
+            let owner_lease_end = pttl.map_or(Duration::MAX, |p| p + Duration::from_millis(1));
+            let pause = backoff
+                .next_pause()
+                .min(owner_lease_end)
+                .min(deadline - now);
+            let counters = self.locker.counters();
+            match subscription.as_mut() {
+                Some(subscription) => tokio::select! {
+                    () = subscription.released() => Counters::bump(&counters.release_wakeups),
+                    () = tokio::time::sleep(pause) => Counters::bump(&counters.timer_wakeups),
+                },
+                None => {
+                    tokio::time::sleep(pause).await;
+                    Counters::bump(&counters.timer_wakeups);
+                }
+            }
+        }
+    }
+
+    /// Sends the acquire script once, and once more if the connection
+    /// dropped under it: the script is idempotent for our token, so a retry
+    /// after a lost reply finds the lock ours instead of busy.
+    async fn send(&mut self) -> Result<(Instant, AcquireReply), LockError> {
+        let backend = self.locker.backend();
+        self.armed = true;
+        let sent_at = Instant::now();
+        let first = backend
+            .acquire(self.conn, &self.keys, &self.token, self.ttl_ms)
+            .await;
+        let (sent_at, reply) = match first {
+            Ok(reply) => (sent_at, reply),
+            Err(LockError::Redis(err)) if worth_one_retry(&err) => {
+                tracing::debug!(error = %err, "acquire hit a dropped connection; retrying once");
+                let sent_at = Instant::now();
+                let reply = backend
+                    .acquire(self.conn, &self.keys, &self.token, self.ttl_ms)
+                    .await?;
+                (sent_at, reply)
+            }
+            Err(err) => return Err(err),
+        };
+        // A busy answer proves no earlier try of ours holds the lock.
+        if matches!(reply, AcquireReply::Busy { .. }) {
+            self.armed = false;
+        }
+        Ok((sent_at, reply))
+    }
+
+    fn granted(
+        &mut self,
+        fence: u64,
+        sent_at: Instant,
+        started: Instant,
+        contended: bool,
+    ) -> LockGuard {
+        self.armed = false;
+        let locker = self.locker;
+        let counters = locker.counters();
+        Counters::bump(&counters.acquired);
+        if contended {
+            Counters::bump(&counters.contended);
+        }
+        let lease = Arc::new(Lease::new(
+            locker.inner.next_lease_id.fetch_add(1, Ordering::Relaxed),
+            self.keys.clone(),
+            self.token.clone(),
+            fence,
+            Duration::from_millis(self.ttl_ms),
+            self.conn,
+            sent_at,
+        ));
+        locker.watchdog().watch(lease.clone(), self.renew);
+        tracing::debug!(
+            key = self.keys.name(),
+            fence,
+            waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "lock acquired"
+        );
+        LockGuard::new(lease, locker.clone())
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Same connection as the acquire, so the release is queued after it
+        // and cannot overtake it on the way to the server.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime left: the lease simply runs out
+        };
+        let backend = self.locker.backend().clone();
+        let (conn, keys, token) = (self.conn, self.keys.clone(), self.token.clone());
+        runtime.spawn(async move {
+            if let Err(err) = backend.release(conn, &keys, &token).await {
+                tracing::debug!(key = keys.name(), error = %err, "cleanup of an unfinished acquire failed; the lease will run out");
+            }
+        });
+    }
+}
+
+/// A failed call worth repeating at once: the connection broke under it
+/// (the manager is already reconnecting). Not a refused connection (the
+/// server is down) and not a timeout (the bound is already spent).
+fn worth_one_retry(err: &redis::RedisError) -> bool {
+    (err.is_connection_dropped() || err.is_unrecoverable_error())
+        && !err.is_connection_refusal()
+        && !err.is_timeout()
+}

@@ -1,0 +1,72 @@
+//! The Lua scripts, in one place. Each runs atomically on the server; the
+//! client sends them by SHA and reloads them after a `NOSCRIPT` (a restarted
+//! or flushed server), which [`redis::Script`] does for us.
+//!
+//! Why scripts and not plain commands: every check-then-act on a lock key
+//! (is it mine? then delete it) must be one atomic step, or a lease that
+//! expires between the check and the act lets us delete another owner's lock.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Takes the lock, or reports how long the current owner still holds it.
+///
+/// `KEYS[1]` lock, `KEYS[2]` fence counter; `ARGV[1]` owner token, `ARGV[2]` ttl in ms.
+/// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
+/// A retry with the same token after a lost reply finds the lock already
+/// ours and only refreshes its lease, so it succeeds instead of reporting busy.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+if owner then
+    return {0, redis.call('PTTL', KEYS[1])}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, redis.call('INCR', KEYS[2])}
+"#,
+    )
+});
+
+/// Deletes the lock only if the caller still owns it, and then tells waiters.
+///
+/// `KEYS[1]` lock, `KEYS[2]` release channel; `ARGV[1]` owner token.
+/// Returns 1 when deleted, 0 when the lock was gone or someone else's.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    redis.call('PUBLISH', KEYS[2], '1')
+    return 1
+end
+return 0
+"#,
+    )
+});
+
+/// Renews a batch of leases in one command (the watchdog's tick).
+///
+/// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.
+/// Returns one 1 (renewed) or 0 (no longer ours) per key, in order.
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local renewed = {}
+for i, key in ipairs(KEYS) do
+    if redis.call('GET', key) == ARGV[2 * i - 1] then
+        redis.call('PEXPIRE', key, ARGV[2 * i])
+        renewed[i] = 1
+    else
+        renewed[i] = 0
+    end
+end
+return renewed
+"#,
+    )
+});

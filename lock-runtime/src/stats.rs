@@ -1,0 +1,76 @@
+//! Counters a [`Locker`](crate::Locker) keeps about its own work, for
+//! dashboards, benchmarks and tests that must know *why* something happened.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a locker's counters since it was connected.
+///
+/// ```no_run
+/// # async fn show(locker: &lock_runtime::Locker) {
+/// let stats = locker.stats();
+/// println!("{} acquired, {} had to wait, {} lost", stats.acquired, stats.contended, stats.lost);
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockerStats {
+    /// Locks acquired.
+    pub acquired: u64,
+    /// Acquisitions that found the lock busy at least once.
+    pub contended: u64,
+    /// `acquire` calls that gave up after their whole wait.
+    pub timeouts: u64,
+    /// Waiters woken by a release message.
+    pub release_wakeups: u64,
+    /// Waiters woken by their own timer (backoff, or the owner's lease end).
+    pub timer_wakeups: u64,
+    /// Renewal commands sent (each renews a batch of leases).
+    pub renewal_calls: u64,
+    /// Leases renewed.
+    pub renewed: u64,
+    /// Renewal commands that failed (and were retried while validity lasted).
+    pub renewal_errors: u64,
+    /// Leases reported lost.
+    pub lost: u64,
+    /// Locks released by their holder (explicitly or by dropping the guard).
+    pub released: u64,
+}
+
+/// The live counters behind [`LockerStats`].
+#[derive(Default, Debug)]
+pub(crate) struct Counters {
+    pub(crate) acquired: AtomicU64,
+    pub(crate) contended: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) release_wakeups: AtomicU64,
+    pub(crate) timer_wakeups: AtomicU64,
+    pub(crate) renewal_calls: AtomicU64,
+    pub(crate) renewed: AtomicU64,
+    pub(crate) renewal_errors: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) released: AtomicU64,
+}
+
+impl Counters {
+    /// Adds one to `counter`.
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for reporting.
+    pub(crate) fn snapshot(&self) -> LockerStats {
+        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LockerStats {
+            acquired: read(&self.acquired),
+            contended: read(&self.contended),
+            timeouts: read(&self.timeouts),
+            release_wakeups: read(&self.release_wakeups),
+            timer_wakeups: read(&self.timer_wakeups),
+            renewal_calls: read(&self.renewal_calls),
+            renewed: read(&self.renewed),
+            renewal_errors: read(&self.renewal_errors),
+            lost: read(&self.lost),
+            released: read(&self.released),
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The watchdog: one background task per [`Locker`](crate::Locker) that keeps
+//! every held lease alive and says so the moment one is lost.
+//!
+//! - Each lease is renewed every ttl/3. Leases that fall due close together
+//!   are renewed in one batch command, so 10,000 held locks cost a handful of
+//!   round trips per tick, not 10,000 timers.
+//! - A renewal answered 0 means the key is gone or someone else's: *lost*, at once.
+//! - A renewal that errors is retried until the lease's local validity
+//!   (ttl - time since the request was sent - drift) runs out; then *lost*.
+//!   That deadline is a timer of its own, so a renewal stuck on a frozen
+//!   server cannot delay the signal: the owner hears of the loss before the
+//!   key can expire on the server.
+//! - A fixed lease (`watchdog(false)`) is never renewed; it is reported lost
+//!   when its validity runs out.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::LockError;
+use crate::backend::redis::{RedisBackend, Renewal};
+use crate::lease::Lease;
+use crate::stats::Counters;
+
+/// Most leases renewed by one script call; keeps one call short on the server.
+const MAX_BATCH: usize = 512;
+
+/// Handle to the watchdog task; the task ends when every handle is dropped.
+#[derive(Clone)]
+pub(crate) struct Watchdog {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+enum Command {
+    Watch { lease: Arc<Lease>, renew: bool },
+    Forget { id: u64 },
+}
+
+impl Watchdog {
+    /// Starts the task on the current tokio runtime.
+    pub(crate) fn start(backend: RedisBackend, counters: Arc<Counters>) -> Self {
+        let (commands, inbox) = mpsc::unbounded_channel();
+        tokio::spawn(run(backend, counters, inbox));
+        Self { commands }
+    }
+
+    /// Starts watching a freshly acquired lease.
+    pub(crate) fn watch(&self, lease: Arc<Lease>, renew: bool) {
+        // Only fails when the task is gone, i.e. the runtime is shutting down.
+        let _ = self.commands.send(Command::Watch { lease, renew });
+    }
+
+    /// Stops watching a lease (released, or its guard dropped).
+    pub(crate) fn forget(&self, id: u64) {
+        let _ = self.commands.send(Command::Forget { id });
+    }
+}
+
+/// One watched lease.
+struct Watched {
+    lease: Arc<Lease>,
+    renew_every: Duration,
+    /// When the next renewal is due; None for a fixed lease or while a
+    /// renewal is in flight.
+    due: Option<Instant>,
+    /// When the holder must be told the lease is lost.
+    valid_until: Instant,
+}
+
+/// Every watched lease, plus two queues ordered by time.
+#[derive(Default)]
+struct Schedule {
+    watched: HashMap<u64, Watched>,
+    renewals: BTreeSet<(Instant, u64)>,
+    expiries: BTreeSet<(Instant, u64)>,
+}
+
+/// What came back from one batch command.
+struct BatchOutcome {
+    ids: Vec<u64>,
+    sent_at: Instant,
+    result: Result<Vec<bool>, LockError>,
+}
+
+async fn run(
+    backend: RedisBackend,
+    counters: Arc<Counters>,
+    mut inbox: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut schedule = Schedule::default();
+    let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
+    loop {
+        let wake_at = schedule.next_event();
+        tokio::select! {
+            command = inbox.recv() => match command {
+                Some(Command::Watch { lease, renew }) => schedule.watch(lease, renew),
+                Some(Command::Forget { id }) => schedule.forget(id),
+                None => return,
+            },
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if let Ok(outcome) = done {
+                    schedule.apply(outcome, &counters);
+                }
+            }
+            () = sleep_until(wake_at) => {}
+        }
+        let now = Instant::now();
+        schedule.expire(now, &counters);
+        for batch in schedule.take_due(now) {
+            let conn = backend.pick();
+            let backend = backend.clone();
+            Counters::bump(&counters.renewal_calls);
+            in_flight.spawn(renew_batch(backend, conn, batch));
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn renew_batch(backend: RedisBackend, conn: usize, batch: Vec<Arc<Lease>>) -> BatchOutcome {
+    let renewals: Vec<Renewal<'_>> = batch
+        .iter()
+        .map(|lease| Renewal {
+            keys: &lease.keys,
+            token: &lease.token,
+            ttl_ms: ttl_millis(lease.ttl),
+        })
+        .collect();
+    let sent_at = Instant::now();
+    let result = backend.extend(conn, &renewals).await;
+    BatchOutcome {
+        ids: batch.iter().map(|lease| lease.id).collect(),
+        sent_at,
+        result,
+    }
+}
+
+/// A lease length in the whole milliseconds Redis takes.
+pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Schedule {
+    fn watch(&mut self, lease: Arc<Lease>, renew: bool) {
+        let id = lease.id;
+        let renew_every = lease.ttl / 3;
+        let valid_until = lease.valid_until();
+        // A renewal scheduled from "now" is at most slightly early: the
+        // lease started when its request was sent, a moment ago.
+        let due = renew.then(|| Instant::now() + renew_every);
+        if let Some(due) = due {
+            self.renewals.insert((due, id));
+        }
+        self.expiries.insert((valid_until, id));
+        self.watched.insert(
+            id,
+            Watched {
+                lease,
+                renew_every,
+                due,
+                valid_until,
+            },
+        );
+    }
+
+    fn forget(&mut self, id: u64) {
+        if let Some(watched) = self.watched.remove(&id) {
+            if let Some(due) = watched.due {
+                self.renewals.remove(&(due, id));
+            }
+            self.expiries.remove(&(watched.valid_until, id));
+        }
+    }
+
+    /// The earliest moment something must happen.
+    fn next_event(&self) -> Option<Instant> {
+        let renewal = self.renewals.first().map(|&(at, _)| at);
+        let expiry = self.expiries.first().map(|&(at, _)| at);
+        match (renewal, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Reports every lease whose validity has run out.
+    fn expire(&mut self, now: Instant, counters: &Counters) {
+        while let Some(&(at, id)) = self.expiries.first() {
+            if at > now {
+                break;
+            }
+            if let Some(watched) = self.watched.get(&id) {
+                let lease = watched.lease.clone();
+                self.forget(id);
+                declare_lost(
+                    &lease,
+                    "its lease ran out before a renewal was confirmed",
+                    counters,
+                );
+            } else {
+                self.expiries.pop_first();
+            }
+        }
+    }
+
+    /// Takes every lease due now, or due within a quarter of its renewal
+    /// interval (renewing a little early is harmless and lets leases taken
+    /// at nearby moments share one command), grouped into batches.
+    fn take_due(&mut self, now: Instant) -> Vec<Vec<Arc<Lease>>> {
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.renewals.first() {
+            let Some(watched) = self.watched.get_mut(&id) else {
+                self.renewals.pop_first();
+                continue;
+            };
+            if at > now + watched.renew_every / 4 {
+                break;
+            }
+            self.renewals.pop_first();
+            watched.due = None;
+            due.push(watched.lease.clone());
+        }
+        let mut batches = Vec::new();
+        while !due.is_empty() {
+            let rest = due.split_off(due.len().min(MAX_BATCH));
+            batches.push(std::mem::replace(&mut due, rest));
+        }
+        batches
+    }
+
+    /// Applies the answer to one batch command.
+    fn apply(&mut self, outcome: BatchOutcome, counters: &Counters) {
+        let BatchOutcome {
+            ids,
+            sent_at,
+            result,
+        } = outcome;
+        match result {
+            Ok(renewed) => {
+                for (id, still_ours) in ids.into_iter().zip(renewed) {
+                    if still_ours {
+                        Counters::bump(&counters.renewed);
+                        self.renewed(id, sent_at);
+                    } else if let Some(watched) = self.watched.get(&id) {
+                        let lease = watched.lease.clone();
+                        self.forget(id);
+                        declare_lost(&lease, "the server no longer holds it for us", counters);
+                    }
+                }
+            }
+            Err(err) => {
+                Counters::bump(&counters.renewal_errors);
+                tracing::warn!(error = %err, locks = ids.len(), "lock renewal failed; retrying while the leases are valid");
+                for id in ids {
+                    self.retry(id);
+                }
+            }
+        }
+    }
+
+    fn renewed(&mut self, id: u64, sent_at: Instant) {
+        let Some(watched) = self.watched.get_mut(&id) else {
+            return; // released while the renewal was in flight
+        };
+        let valid_until = watched.lease.renewed(sent_at);
+        self.expiries.remove(&(watched.valid_until, id));
+        watched.valid_until = valid_until;
+        self.expiries.insert((valid_until, id));
+        let due = sent_at + watched.renew_every;
+        watched.due = Some(due);
+        self.renewals.insert((due, id));
+    }
+
+    fn retry(&mut self, id: u64) {
+        let Some(watched) = self.watched.get_mut(&id) else {
+            return;
+        };
+        let pause =
+            (watched.renew_every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let due = Instant::now() + pause;
+        watched.due = Some(due);
+        self.renewals.insert((due, id));
+    }
+}
+
+fn declare_lost(lease: &Lease, why: &str, counters: &Counters) {
+    if lease.mark_lost() {
+        Counters::bump(&counters.lost);
+        tracing::warn!(
+            key = lease.keys.name(),
+            fence = lease.fence,
+            reason = why,
+            "lock lost"
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Support library for the `lock-tests` integration tests.
+//!
+//! The integration tests run against real `redis-server` processes rather
+//! than mocks, so that timeouts, crashes and restarts behave exactly as they
+//! would in production. This crate provides:
+//!
+//! - [`RedisServer`]: starts a private `redis-server` on a free loopback port
+//!   and can fault it (kill, pause, resume, restart).
+//! - [`net`]: helpers for "server unreachable" tests: a port nothing listens
+//!   on ([`closed_port`]) and a listener that accepts but never answers
+//!   ([`SilentListener`]).
+//!
+//! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
+
+pub mod net;
+pub mod redis_server;
+
+pub use net::{SilentListener, closed_port};
+pub use redis_server::RedisServer;
