@@ -14,6 +14,11 @@
 
 pub mod net;
 pub mod redis_server;
+// Raw libc calls; `unsafe` is allowed here rather than crate-wide.
+#[allow(unsafe_code)]
+mod sys;
+pub mod worker;
 
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;
+pub use worker::Worker;

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use crate::sys;
+
 /// How long the accept loop sleeps when no connection is pending. It bounds
 /// how long dropping a [`SilentListener`] takes.
 const ACCEPT_POLL: Duration = Duration::from_millis(10);
@@ -18,16 +20,15 @@ const ACCEPT_POLL: Duration = Duration::from_millis(10);
 /// Returns a loopback port that nothing listens on, so connecting to it is
 /// refused immediately.
 ///
-/// The port is obtained by binding `127.0.0.1:0` and releasing it. Another
-/// process could take it afterwards, but the kernel does not hand the same
-/// ephemeral port out again soon, so this is reliable enough for tests.
+/// The port stays reserved (bound by a socket that never listens) until the
+/// test process exits, so a server started concurrently by another test can
+/// never be handed the same port. Each call keeps one file descriptor open
+/// for that purpose.
 pub fn closed_port() -> u16 {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0 to find a free port");
-    listener
-        .local_addr()
-        .expect("local_addr of a bound listener")
-        .port()
+    let (socket, port) = sys::bind_without_listening().expect("reserve a closed port on 127.0.0.1");
+    // Deliberately leaked: closing the socket would free the port for reuse.
+    std::mem::forget(socket);
+    port
 }
 
 /// A TCP listener on `127.0.0.1` that accepts connections and then holds

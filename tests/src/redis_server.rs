@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::io;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,6 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
+
+use crate::sys;
 
 /// How many fresh ports [`RedisServer::start_with`] tries before giving up.
 const START_ATTEMPTS: usize = 5;
@@ -400,9 +403,16 @@ impl Drop for RedisServer {
     }
 }
 
-/// Finds a port that is free right now by letting the kernel pick one.
+/// Finds a port that is free right now by letting the kernel pick one. It
+/// is released at once, so it can be taken before the server binds it;
+/// `start_with` retries in that case.
 fn free_port() -> u16 {
-    crate::net::closed_port()
+    let listener =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0 to find a free port");
+    listener
+        .local_addr()
+        .expect("local_addr of a bound listener")
+        .port()
 }
 
 fn create_temp_dir(port: u16) -> PathBuf {
@@ -476,63 +486,11 @@ fn process_state(pid: u32) -> Option<char> {
     after_comm.trim_start().chars().next()
 }
 
-/// The only place that needs `unsafe`: raw libc calls.
-#[allow(unsafe_code)]
-mod sys {
-    use std::io;
-    use std::os::unix::process::CommandExt;
-    use std::process::Command;
-
-    /// Arranges for the child to receive `SIGKILL` when the thread that
-    /// spawns it exits, so servers never outlive a crashed test binary.
-    pub(super) fn kill_with_parent(command: &mut Command) {
-        let parent = libc::pid_t::try_from(std::process::id()).expect("pid fits in pid_t");
-        let hook = move || {
-            // Runs in the forked child before exec: only async-signal-safe
-            // syscalls, no allocation (hence from_raw_os_error below).
-            //
-            // The signal is passed as c_ulong because prctl is variadic and
-            // the kernel reads a full unsigned long.
-            //
-            // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the calling
-            // process and has no memory-safety preconditions.
-            if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // If the parent already died between fork and prctl, the death
-            // signal will never come: refuse to exec an orphan server.
-            // SAFETY: getppid has no preconditions.
-            if unsafe { libc::getppid() } != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        };
-        // SAFETY: the hook only performs async-signal-safe syscalls and does
-        // not allocate or touch locks, as pre_exec requires.
-        unsafe {
-            command.pre_exec(hook);
-        }
-    }
-
-    /// Sends `signal` to `pid`.
-    pub(super) fn send_signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
-        let pid =
-            libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        if unsafe { libc::kill(pid, signal) } == -1 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::net::{Ipv4Addr, TcpStream};
+    use std::net::TcpStream;
 
     /// A raw `PING` with a short read timeout, independent of the redis crate,
     /// so a paused server shows up as an error instead of a hang.

@@ -1,0 +1,87 @@
+//! Raw libc calls behind safe functions, so that `unsafe` stays in this
+//! module rather than spread over the helpers that need them.
+
+use std::io;
+use std::mem;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Arranges for the child to receive `SIGKILL` when the thread that
+/// spawns it exits, so servers never outlive a crashed test binary.
+pub(crate) fn kill_with_parent(command: &mut Command) {
+    let parent = libc::pid_t::try_from(std::process::id()).expect("pid fits in pid_t");
+    let hook = move || {
+        // Runs in the forked child before exec: only async-signal-safe
+        // syscalls, no allocation (hence from_raw_os_error below).
+        //
+        // The signal is passed as c_ulong because prctl is variadic and
+        // the kernel reads a full unsigned long.
+        //
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag on the calling
+        // process and has no memory-safety preconditions.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // If the parent already died between fork and prctl, the death
+        // signal will never come: refuse to exec an orphan server.
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(())
+    };
+    // SAFETY: the hook only performs async-signal-safe syscalls and does
+    // not allocate or touch locks, as pre_exec requires.
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+/// Sends `signal` to `pid`.
+pub(crate) fn send_signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, signal) } == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Binds a TCP socket to a free `127.0.0.1` port *without listening*, and
+/// returns it with the port.
+///
+/// While the socket is open, connecting to the port is refused, and no other
+/// socket can bind the port (it lacks `SO_REUSEADDR`, and the kernel's
+/// automatic port choice skips ports in use). std cannot express "bound but
+/// not listening", hence raw libc.
+pub(crate) fn bind_without_listening() -> io::Result<(OwnedFd, u16)> {
+    // CLOEXEC so redis-server children never inherit (and hold) the port.
+    // SAFETY: socket(2) takes no pointers.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor owned by nobody else; OwnedFd
+    // closes it on every return path below.
+    let socket = unsafe { OwnedFd::from_raw_fd(raw) };
+
+    // SAFETY: sockaddr_in is plain old data, for which all-zeroes is valid
+    // (and port 0 asks the kernel to choose).
+    let mut addr: libc::sockaddr_in = unsafe { mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+    let mut len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_in and `len` its size.
+    if unsafe { libc::bind(socket.as_raw_fd(), (&raw const addr).cast(), len) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `addr` is writable for `len` bytes, which getsockname fills
+    // with the bound address.
+    if unsafe { libc::getsockname(socket.as_raw_fd(), (&raw mut addr).cast(), &mut len) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((socket, u16::from_be(addr.sin_port)))
+}

@@ -1,0 +1,80 @@
+//! Configuration mistakes are reported as `LockError::Config`, before any I/O.
+
+use std::time::Duration;
+
+use lock_runtime::{LockConfig, LockError, Locker};
+
+fn is_config_error<T: std::fmt::Debug>(result: Result<T, LockError>) -> String {
+    match result {
+        Err(LockError::Config(message)) => message,
+        other => panic!("expected LockError::Config, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_urls_are_config_errors() {
+    for url in [
+        "",
+        "   ",
+        "http://127.0.0.1/",
+        "not a url",
+        "redis://127.0.0.1:notaport/",
+    ] {
+        let message = is_config_error(LockConfig::from_url(url));
+        assert!(!message.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn bad_values_are_config_errors_before_connecting() {
+    // Port 1 on loopback: connecting would fail differently, with a Redis error.
+    let base = || LockConfig::from_url("redis://127.0.0.1:1/").unwrap();
+    let cases = [
+        (base().default_ttl(Duration::ZERO), "default_ttl"),
+        (base().pool_size(0), "pool_size"),
+        (base().connect_timeout(Duration::ZERO), "connect_timeout"),
+        (base().response_timeout(Duration::ZERO), "response_timeout"),
+        (
+            base().retry_backoff(Duration::ZERO, Duration::ZERO),
+            "retry_backoff",
+        ),
+    ];
+    for (config, setting) in cases {
+        let message = is_config_error(Locker::connect(config).await);
+        assert!(
+            message.contains(setting),
+            "`{message}` does not name {setting}"
+        );
+    }
+}
+
+/// `from_env` runs in a worker process, so the variable can be set per run
+/// without mutating this test process's environment.
+fn from_env_in_a_child(value: Option<&str>) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lock_worker"));
+    command.arg("config-from-env").env_remove("REDIS_URL");
+    if let Some(value) = value {
+        command.env("REDIS_URL", value);
+    }
+    let output = command.output().unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn from_env_reads_redis_url() {
+    let ok = from_env_in_a_child(Some("redis://127.0.0.1:6399/"));
+    assert!(
+        ok.starts_with("ok ") && ok.contains("127.0.0.1:6399"),
+        "{ok}"
+    );
+    let unset = from_env_in_a_child(None);
+    assert!(
+        unset.starts_with("config error") && unset.contains("REDIS_URL is not set"),
+        "{unset}"
+    );
+    let garbage = from_env_in_a_child(Some("garbage"));
+    assert!(
+        garbage.starts_with("config error") && garbage.contains("cannot parse"),
+        "{garbage}"
+    );
+}

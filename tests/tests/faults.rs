@@ -1,0 +1,140 @@
+//! Real faults: a holder killed with -9, a frozen server, a restarted
+//! server, a server that is not there at all.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::{RedisServer, SilentListener, Worker, closed_port};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+
+fn config(url: &str) -> LockConfig {
+    LockConfig::from_url(url)
+        .unwrap()
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(300))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_killed_with_sigkill_frees_the_lock_after_its_ttl() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(1000);
+    let mut holder = Worker::spawn(WORKER, &["hold", &server.url(), "crashy", "1000"]);
+    holder.expect_line("acquired", Duration::from_secs(10));
+    let locker = Locker::connect(config(&server.url())).await.unwrap();
+    // Renewed by the holder's watchdog: still busy well past one ttl.
+    tokio::time::sleep(ttl + ttl / 2).await;
+    assert!(locker.lock("crashy").try_acquire().await.unwrap().is_none());
+    holder.kill9();
+    let killed_at = Instant::now();
+    let guard = locker
+        .lock("crashy")
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    let freed_after = killed_at.elapsed();
+    assert!(
+        freed_after <= ttl + Duration::from_millis(500),
+        "freed after {freed_after:?}"
+    );
+    assert!(guard.fence() >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_server_is_reported_lost_before_the_ttl_runs_out() {
+    let server = RedisServer::start();
+    let locker = Locker::connect(config(&server.url())).await.unwrap();
+    let ttl = Duration::from_millis(1500);
+    let guard = locker.lock("frozen").ttl(ttl).acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    server.pause();
+    // The server can no longer renew anything: its key would expire at the
+    // latest one ttl after the last renewal, which came before this instant.
+    let paused_at = Instant::now();
+    let reported = tokio::time::timeout(ttl * 2, guard.lost()).await;
+    let after = paused_at.elapsed();
+    server.resume();
+    reported.expect("no loss reported for a frozen server");
+    assert!(
+        after < ttl,
+        "loss reported {after:?} after the freeze; the key may already be free"
+    );
+    assert!(!guard.is_held());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_server_restart_the_next_acquire_succeeds_within_two_seconds() {
+    let mut server = RedisServer::start();
+    let locker = Locker::connect(config(&server.url())).await.unwrap();
+    let guard = locker.lock("restart").acquire().await.unwrap();
+    assert!(guard.release().await.unwrap());
+    server.restart();
+    let back_at = Instant::now();
+    let mut errors = 0;
+    loop {
+        match locker.lock("restart").try_acquire().await {
+            Ok(Some(guard)) => {
+                assert!(guard.release().await.unwrap());
+                break;
+            }
+            Ok(None) => panic!("nobody holds the lock after a restart"),
+            Err(LockError::Redis(_)) => errors += 1,
+            Err(other) => panic!("unexpected error {other:?}"),
+        }
+        assert!(
+            back_at.elapsed() < Duration::from_secs(2),
+            "still failing ({errors} errors)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        back_at.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        back_at.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_fails_to_connect_with_a_redis_error_at_once() {
+    let url = format!("redis://127.0.0.1:{}/", closed_port());
+    let started = Instant::now();
+    let err = Locker::connect(config(&url)).await.unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_within_the_connect_timeout() {
+    let silent = SilentListener::start();
+    let started = Instant::now();
+    let err = Locker::connect(config(&silent.url())).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(took < Duration::from_millis(500 + 300), "took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_on_a_dead_server_fails_with_a_typed_error_and_does_not_hang() {
+    let mut server = RedisServer::start();
+    let locker = Locker::connect(config(&server.url())).await.unwrap();
+    server.kill();
+    let started = Instant::now();
+    let err = locker
+        .lock("dead")
+        .wait(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    // Bounded by connect + response timeout, far below the 30 s wait.
+    assert!(
+        started.elapsed() < Duration::from_millis(500 + 300 + 200),
+        "took {:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,110 @@
+//! At most one holder at a time, across OS processes and tasks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use lock_runtime::{LockConfig, Locker};
+use lock_tests::{RedisServer, Worker};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+
+fn counter_value(server: &RedisServer, key: &str) -> u64 {
+    match server.cmd(&["GET", key]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
+        other => panic!("counter `{key}` holds {other:?}"),
+    }
+}
+
+/// Runs `processes` workers of `tasks` tasks doing `iterations` increments.
+fn run_counters(
+    server: &RedisServer,
+    processes: usize,
+    tasks: usize,
+    iterations: usize,
+    extra: &[&str],
+) {
+    let url = server.url();
+    let (tasks, iterations) = (tasks.to_string(), iterations.to_string());
+    let workers: Vec<Worker> = (0..processes)
+        .map(|_| {
+            let mut args = vec![
+                "count",
+                &url,
+                "counter-lock",
+                "counter",
+                &tasks,
+                &iterations,
+            ];
+            args.extend_from_slice(extra);
+            Worker::spawn(WORKER, &args)
+        })
+        .collect();
+    for worker in workers {
+        let output = worker.finish(Duration::from_secs(120));
+        assert!(
+            output.status.success(),
+            "worker failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn two_processes_of_32_tasks_never_lose_an_increment() {
+    let server = RedisServer::start();
+    run_counters(&server, 2, 32, 10, &[]);
+    assert_eq!(counter_value(&server, "counter"), 2 * 32 * 10);
+}
+
+/// The control: the same workload without the lock does lose updates, so
+/// the test above can fail.
+#[test]
+fn without_the_lock_the_same_workload_loses_increments() {
+    let server = RedisServer::start();
+    run_counters(&server, 2, 32, 10, &["--no-lock"]);
+    let value = counter_value(&server, "counter");
+    assert!(
+        value < 2 * 32 * 10,
+        "no update was lost ({value}); the race window is too small"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_process_never_overlap() {
+    let server = RedisServer::start();
+    let locker = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
+        .await
+        .unwrap();
+    let inside = Arc::new(AtomicBool::new(false));
+    let entries = Arc::new(AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (locker, inside, entries) = (locker.clone(), inside.clone(), entries.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let guard = locker
+                    .lock("shared")
+                    .wait(Duration::from_secs(30))
+                    .acquire()
+                    .await
+                    .unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::task::yield_now().await;
+                entries.fetch_add(1, Ordering::SeqCst);
+                inside.store(false, Ordering::SeqCst);
+                assert!(guard.release().await.unwrap());
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), 160);
+    let stats = locker.stats();
+    assert_eq!(stats.acquired, 160);
+    assert!(
+        stats.contended > 0,
+        "16 tasks on one key never contended: {stats:?}"
+    );
+}

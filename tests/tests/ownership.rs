@@ -1,0 +1,208 @@
+//! Owner tokens and fencing tokens: only the owner releases, fences only grow.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::RedisServer;
+
+async fn locker(server: &RedisServer) -> Locker {
+    let config = LockConfig::from_url(&server.url())
+        .unwrap()
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(500));
+    Locker::connect(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_strictly_increase_across_owners() {
+    let server = RedisServer::start();
+    let owners = [locker(&server).await, locker(&server).await];
+    let mut fences = Vec::new();
+    for round in 0..20 {
+        let guard = owners[round % 2].lock("fenced").acquire().await.unwrap();
+        fences.push(guard.fence());
+        guard.release().await.unwrap();
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    // A lock that expired (not released) still advances the fence.
+    let fixed = owners[0]
+        .lock("fenced")
+        .ttl(Duration::from_millis(50))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    let expired_fence = fixed.fence();
+    // Let it expire on the server, as a crashed owner's lock would.
+    tokio::time::timeout(Duration::from_secs(2), fixed.lost())
+        .await
+        .unwrap();
+    let next = owners[1]
+        .lock("fenced")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(next.fence() > expired_fence);
+    assert!(expired_fence > *fences.last().unwrap());
+    assert!(
+        !fixed.release().await.unwrap(),
+        "released the next owner's lock"
+    );
+    assert!(next.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_by_a_non_owner_returns_false_and_the_lock_stays() {
+    let server = RedisServer::start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let stale = a
+        .lock("owned")
+        .ttl(Duration::from_millis(100))
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(2), stale.lost())
+        .await
+        .unwrap();
+    assert!(!stale.is_held());
+    let current = b
+        .lock("owned")
+        .wait(Duration::from_secs(2))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        !stale.release().await.unwrap(),
+        "a stale owner released the lock"
+    );
+    assert!(current.is_held());
+    assert!(
+        b.lock("owned").try_acquire().await.unwrap().is_none(),
+        "the lock is gone"
+    );
+    assert!(current.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_busy_for_others_and_free_after_release() {
+    let server = RedisServer::start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let guard = a.lock("busy").acquire().await.unwrap();
+    assert!(b.lock("busy").try_acquire().await.unwrap().is_none());
+    let started = Instant::now();
+    let err = b
+        .lock("busy")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    match err {
+        LockError::Timeout {
+            key,
+            waited: reported,
+        } => {
+            assert_eq!(key, "busy");
+            assert!(reported >= Duration::from_millis(300), "{reported:?}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        waited < Duration::from_secs(2),
+        "waited {waited:?} for a 300 ms wait"
+    );
+    assert_eq!(b.stats().timeouts, 1);
+    assert!(guard.release().await.unwrap());
+    assert!(b.lock("busy").try_acquire().await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_is_released_in_the_background() {
+    let server = RedisServer::start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    drop(a.lock("dropped").acquire().await.unwrap());
+    let got = b
+        .lock("dropped")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    // Long before the 30 s default lease could have run out.
+    assert!(got.is_held());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let holder = a.lock("cancelled").acquire().await.unwrap();
+    let waiting = b.lock("cancelled").wait(Duration::from_secs(10)).acquire();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), waiting)
+            .await
+            .is_err()
+    );
+    assert!(holder.release().await.unwrap());
+    // Give any (wrong) leftover a moment to show up.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{cancelled}"]),
+        redis::Value::Int(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_use_the_prefix_and_one_hash_tag() {
+    let server = RedisServer::start();
+    let config = LockConfig::from_url(&server.url())
+        .unwrap()
+        .key_prefix("app:");
+    let locker = Locker::connect(config).await.unwrap();
+    let guard = locker
+        .lock("stock:42")
+        .ttl(Duration::from_secs(3))
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(
+        server.cmd(&["EXISTS", "app:{stock:42}"]),
+        redis::Value::Int(1)
+    );
+    assert_eq!(
+        server.cmd(&["GET", "app:{stock:42}:fence"]),
+        redis::Value::BulkString(b"1".to_vec())
+    );
+    match server.cmd(&["PTTL", "app:{stock:42}"]) {
+        redis::Value::Int(pttl) => assert!(pttl > 0 && pttl <= 3000, "{pttl}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(guard.release().await.unwrap());
+    assert_eq!(
+        server.cmd(&["EXISTS", "app:{stock:42}"]),
+        redis::Value::Int(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_config_errors() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let empty = locker.lock("").acquire().await.unwrap_err();
+    assert!(matches!(empty, LockError::Config(_)), "{empty:?}");
+    let zero = locker
+        .lock("k")
+        .ttl(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(zero, LockError::Config(_)), "{zero:?}");
+    let sub_ms = locker
+        .lock("k")
+        .ttl(Duration::from_micros(10))
+        .try_acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(sub_ms, LockError::Config(_)), "{sub_ms:?}");
+}

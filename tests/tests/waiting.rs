@@ -1,0 +1,83 @@
+//! Waiters sleep until the release message, not on a poll interval.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, Locker};
+use lock_tests::RedisServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_waiter_is_woken_by_the_release_message() {
+    let server = RedisServer::start();
+    let holder = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
+        .await
+        .unwrap();
+    // A backoff of 20 s and an owner lease of 30 s: only the release message
+    // can wake the waiter within the bound asserted below.
+    let slow = Duration::from_secs(20);
+    let waiter = Locker::connect(
+        LockConfig::from_url(&server.url())
+            .unwrap()
+            .retry_backoff(slow, slow),
+    )
+    .await
+    .unwrap();
+    let guard = holder
+        .lock("handoff")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let blocked = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let guard = waiter
+                .lock("handoff")
+                .wait(Duration::from_secs(15))
+                .acquire()
+                .await
+                .unwrap();
+            (Instant::now(), guard.fence())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!blocked.is_finished());
+    let released_at = Instant::now();
+    assert!(guard.release().await.unwrap());
+    let (acquired_at, fence) = tokio::time::timeout(Duration::from_secs(5), blocked)
+        .await
+        .expect("the waiter was not woken by the release")
+        .unwrap();
+    assert_eq!(fence, 2);
+    let stats = waiter.stats();
+    assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
+    assert_eq!(stats.release_wakeups, 1, "{stats:?}");
+    assert!(acquired_at - released_at < Duration::from_secs(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_on_a_crashed_owner_wakes_when_its_lease_ends() {
+    let server = RedisServer::start();
+    let locker = Locker::connect(
+        LockConfig::from_url(&server.url())
+            .unwrap()
+            .retry_backoff(Duration::from_secs(20), Duration::from_secs(20)),
+    )
+    .await
+    .unwrap();
+    // A key written by an owner that then vanished, 400 ms left.
+    server.cmd(&["SET", "lock:{orphan}", "someone-else", "PX", "400"]);
+    let started = Instant::now();
+    let guard = locker
+        .lock("orphan")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    // Woken by the PTTL the script returned, not by the 20 s backoff.
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert!(guard.release().await.unwrap());
+}
