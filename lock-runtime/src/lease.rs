@@ -81,11 +81,14 @@ impl Lease {
     }
 
     /// Marks the lease lost; true when this call made the change.
-    pub(crate) fn mark_lost(&self) -> bool {
+    /// `account` runs before anyone waiting on [`Self::subscribe`] is woken,
+    /// so what it records is visible to them.
+    pub(crate) fn mark_lost(&self, account: impl FnOnce()) -> bool {
         self.state.send_if_modified(|state| {
             let changed = *state == LeaseState::Held;
             if changed {
                 *state = LeaseState::Lost;
+                account();
             }
             changed
         })
@@ -151,7 +154,7 @@ mod tests {
         );
         assert!(lease.is_held());
         lease.mark_released();
-        assert!(!lease.mark_lost());
+        assert!(!lease.mark_lost(|| panic!("a released lease was marked lost")));
         assert_eq!(lease.state(), LeaseState::Released);
     }
 }

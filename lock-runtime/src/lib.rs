@@ -49,3 +49,8 @@ pub use global::{global, init, init_with};
 pub use guard::LockGuard;
 pub use locker::{LockRequest, Locker};
 pub use stats::LockerStats;
+
+/// Compiles every Rust block of the README, so the front door never lies.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -291,8 +291,7 @@ impl Schedule {
 }
 
 fn declare_lost(lease: &Lease, why: &str, counters: &Counters) {
-    if lease.mark_lost() {
-        Counters::bump(&counters.lost);
+    if lease.mark_lost(|| Counters::bump(&counters.lost)) {
         tracing::warn!(
             key = lease.keys.name(),
             fence = lease.fence,

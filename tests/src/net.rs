@@ -131,6 +131,14 @@ mod tests {
     }
 
     #[test]
+    fn closed_port_stays_reserved() {
+        let port = closed_port();
+        let err = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .expect_err("no one else may bind closed_port()");
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
     fn silent_listener_accepts_but_never_answers() {
         let listener = SilentListener::start();
         assert_eq!(
