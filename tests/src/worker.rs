@@ -2,7 +2,6 @@
 //! with its own `Locker`, like another instance of a service.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,16 +20,8 @@ impl Worker {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe; the closure touches no locks
-        // and allocates nothing between fork and exec.
-        #[allow(unsafe_code)]
-        unsafe {
-            command.pre_exec(|| {
-                // Die with the test process, even if it is killed.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        // Die with the test process, even if it is killed.
+        crate::sys::kill_with_parent(&mut command);
         let child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start worker {exe}: {err}"));

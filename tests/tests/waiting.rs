@@ -81,3 +81,78 @@ async fn a_waiter_on_a_crashed_owner_wakes_when_its_lease_ends() {
     );
     assert!(guard.release().await.unwrap());
 }
+
+fn pubsub_clients(server: &RedisServer) -> usize {
+    match server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
+        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).lines().count(),
+        redis::Value::VerbatimString { text, .. } => text.lines().count(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
+    let server = RedisServer::start();
+    let holder = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
+        .await
+        .unwrap();
+    let slow = Duration::from_secs(20);
+    let waiter = Locker::connect(
+        LockConfig::from_url(&server.url())
+            .unwrap()
+            .retry_backoff(slow, slow),
+    )
+    .await
+    .unwrap();
+    let mut held = Vec::new();
+    let mut blocked = Vec::new();
+    for i in 0..8 {
+        held.push(holder.lock(format!("shared:{i}")).acquire().await.unwrap());
+        let waiter = waiter.clone();
+        blocked.push(tokio::spawn(async move {
+            let request = waiter.lock(format!("shared:{i}"));
+            request
+                .wait(Duration::from_secs(15))
+                .acquire()
+                .await
+                .unwrap()
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        pubsub_clients(&server),
+        1,
+        "one connection serves every waiter"
+    );
+
+    // Cut it: the listener must reconnect and subscribe to every channel again.
+    server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pubsub_clients(&server) != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    for guard in held {
+        assert!(guard.release().await.unwrap());
+    }
+    for task in blocked {
+        let guard = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("a waiter missed its release message")
+            .unwrap();
+        assert!(guard.release().await.unwrap());
+    }
+    let stats = waiter.stats();
+    assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
+    // Subscriptions end with their waiters.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    match server.cmd(&["PUBSUB", "NUMSUB", "lock:{shared:0}:released"]) {
+        redis::Value::Array(reply) => assert_eq!(reply[1], redis::Value::Int(0)),
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
+}
