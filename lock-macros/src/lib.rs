@@ -1,2 +1,30 @@
-//! The `#[distributed_lock]` attribute. Use it through `lock_runtime`, which
-//! re-exports it.
+//! The `#[distributed_lock]` attribute. Depend on `lock_runtime`, which
+//! re-exports it; this crate only generates code that calls into it.
+
+mod args;
+mod duration;
+mod expand;
+mod key_template;
+
+use proc_macro::TokenStream;
+
+/// Runs the body of an `async fn` only while holding a distributed lock.
+///
+/// ```ignore
+/// #[lock_runtime::distributed_lock(key = "stock:<id>", ttl = "3s", wait = "2s")]
+/// async fn deduct(id: u64, qty: u32) -> Result<Receipt, AppError> {
+///     // at most one caller, across every process, runs this for a given id
+/// }
+/// ```
+///
+/// Arguments: `key` (required; `<param>` or `<param.field>` placeholders,
+/// `<<`/`>>` for literal angle brackets), `ttl` (lease, default from the
+/// locker's config), `wait` (`"0s"` tries once; default from the config),
+/// `watchdog` (renew while the body runs, default `true`), `on_lost`
+/// (`"cancel"`, the default, or `"continue"`), `locker` (an expression giving
+/// a `Locker` or a static cell holding one; default the global locker) and
+/// `crate` (the runtime's path when renamed). See the `lock_runtime` docs.
+#[proc_macro_attribute]
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(args.into(), item.into()).into()
+}

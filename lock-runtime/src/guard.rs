@@ -4,9 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease::{Lease, LeaseState};
+use crate::lease::Lease;
 use crate::stats::Counters;
-use crate::{LockError, Locker};
+use crate::{LockError, LockHandle, Locker};
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
@@ -25,7 +25,7 @@ use crate::{LockError, Locker};
 /// ```
 #[must_use = "dropping a guard releases its lock at once"]
 pub struct LockGuard {
-    lease: Arc<Lease>,
+    handle: LockHandle,
     locker: Locker,
     released: bool,
 }
@@ -43,7 +43,7 @@ impl std::fmt::Debug for LockGuard {
 impl LockGuard {
     pub(crate) fn new(lease: Arc<Lease>, locker: Locker) -> Self {
         Self {
-            lease,
+            handle: LockHandle::new(lease),
             locker,
             released: false,
         }
@@ -51,44 +51,38 @@ impl LockGuard {
 
     /// The lock key as requested (without the configured prefix).
     pub fn key(&self) -> &str {
-        self.lease.keys.name()
+        self.handle.key()
     }
 
-    /// The fencing token: strictly greater than that of every earlier owner
-    /// of this key. Pass it to the store you write to and have the store
-    /// refuse a token smaller than one it has seen; that stops a stale owner
-    /// (paused longer than its lease) from overwriting a newer owner's work.
+    /// The fencing token; see [`LockHandle::fence`].
     pub fn fence(&self) -> u64 {
-        self.lease.fence
+        self.handle.fence()
     }
 
     /// The lease length the lock was taken with.
     pub fn ttl(&self) -> Duration {
-        self.lease.ttl
+        self.handle.ttl()
     }
 
-    /// Whether the lock is still ours as far as this process can tell: not
-    /// lost, not released, and inside the lease's validity window.
+    /// Whether the lock is still ours; see [`LockHandle::is_held`].
     pub fn is_held(&self) -> bool {
-        self.lease.is_held()
+        self.handle.is_held()
     }
 
-    /// Completes when the lock is known lost: a renewal was refused (the key
-    /// was deleted or taken over), renewals failed until the lease's validity
-    /// ran out, or a fixed lease ended. It completes *before* the key can
-    /// expire on the server, so the holder can stop in time.
-    ///
-    /// The future owns what it needs (`'static`), so it can be raced against
-    /// the work the lock protects. It never completes for a lock released by
-    /// its holder.
+    /// Completes when the lock is known lost, before the key can expire on
+    /// the server; see [`LockHandle::lost`].
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut state = self.lease.subscribe();
-        async move {
-            if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
-                // The lease was dropped without being lost: never completes.
-                std::future::pending::<()>().await;
-            }
-        }
+        self.handle.lost()
+    }
+
+    /// A cloneable view of this lock (key, fence, loss signal) to hand to
+    /// code that must not release it.
+    pub fn handle(&self) -> LockHandle {
+        self.handle.clone()
+    }
+
+    fn lease(&self) -> &Arc<Lease> {
+        self.handle.lease()
     }
 
     /// Releases the lock: deletes the key only if it is still ours and
@@ -96,12 +90,12 @@ impl LockGuard {
     /// expired), so nothing was deleted.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.released = true;
-        self.lease.mark_released();
-        self.locker.watchdog().forget(self.lease.id);
+        self.lease().mark_released();
+        self.locker.watchdog().forget(self.lease().id);
         let deleted = self
             .locker
             .backend()
-            .release(self.lease.conn, &self.lease.keys, &self.lease.token)
+            .release(self.lease().conn, &self.lease().keys, &self.lease().token)
             .await?;
         Counters::bump(&self.locker.counters().released);
         Ok(deleted)
@@ -113,8 +107,8 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
-        self.lease.mark_released();
-        self.locker.watchdog().forget(self.lease.id);
+        self.lease().mark_released();
+        self.locker.watchdog().forget(self.lease().id);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // Dropped outside any runtime: the lease runs out on its own.
             tracing::debug!(
@@ -124,7 +118,7 @@ impl Drop for LockGuard {
             return;
         };
         let locker = self.locker.clone();
-        let lease = self.lease.clone();
+        let lease = self.lease().clone();
         runtime.spawn(async move {
             match locker.backend().release(lease.conn, &lease.keys, &lease.token).await {
                 Ok(_) => Counters::bump(&locker.counters().released),

@@ -31,23 +31,36 @@
 
 mod backend;
 mod config;
+mod current;
 mod error;
 mod global;
 mod guard;
+mod handle;
 mod keys;
 mod lease;
 mod locker;
+mod locker_source;
 mod scripts;
 mod stats;
 mod token;
 mod wait;
 mod watchdog;
 
+/// What `#[distributed_lock]` expands to: the generated code's one door
+/// into this crate, not a public API.
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use config::LockConfig;
+pub use current::current;
 pub use error::LockError;
 pub use global::{global, init, init_with};
 pub use guard::LockGuard;
+pub use handle::LockHandle;
+pub use lock_macros::distributed_lock;
 pub use locker::{LockRequest, Locker};
+pub use locker_source::LockerSource;
 pub use stats::LockerStats;
 
 /// Compiles every Rust block of the README, so the front door never lies.

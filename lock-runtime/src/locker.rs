@@ -111,6 +111,11 @@ impl Locker {
         self.inner.counters.snapshot()
     }
 
+    /// Tells lockers apart, for per-task reentrancy.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     pub(crate) fn backend(&self) -> &RedisBackend {
         &self.inner.backend
     }

@@ -12,6 +12,7 @@
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
+pub mod fault_proxy;
 pub mod net;
 pub mod redis_server;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
@@ -19,6 +20,7 @@ pub mod redis_server;
 mod sys;
 pub mod worker;
 
+pub use fault_proxy::FaultProxy;
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;
 pub use worker::Worker;

@@ -2,9 +2,10 @@
 //! its own `Locker`, exactly as another service instance would.
 //!
 //! ```text
-//! lock_worker count <url> <lock-key> <counter-key> <tasks> <iterations> [--no-lock]
+//! lock_worker count <url> <lock-key> <counter-key> <tasks> <iterations> [--no-lock | --attribute]
 //!     Each task adds one to <counter-key> <iterations> times with a
-//!     non-atomic GET, pause, SET, under the lock unless --no-lock.
+//!     non-atomic GET, pause, SET, under the lock unless --no-lock; with
+//!     --attribute, through a `#[distributed_lock]` fn on the global locker.
 //! lock_worker config-from-env
 //!     Prints `ok <config>` or `config error <message>` for LockConfig::from_env().
 //! lock_worker hold <url> <lock-key> <ttl-ms>
@@ -15,7 +16,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lock_runtime::{LockConfig, LockError, Locker};
+use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use redis::AsyncCommands;
 
 fn main() -> ExitCode {
@@ -37,6 +38,9 @@ fn main() -> ExitCode {
             .collect::<Vec<_>>()
             .as_slice()
         {
+            ["count", url, key, counter, tasks, iterations, "--attribute"] => {
+                count_with_attribute(url, key, counter, parse(tasks)?, parse(iterations)?).await
+            }
             ["count", url, key, counter, tasks, iterations, rest @ ..] => {
                 let use_lock = !rest.contains(&"--no-lock");
                 count(
@@ -111,6 +115,52 @@ async fn count(
                 if let Some(guard) = guard {
                     guard.release().await?;
                 }
+            }
+            Ok::<(), LockError>(())
+        }));
+    }
+    for handle in handles {
+        handle.await.map_err(text)?.map_err(text)?;
+    }
+    println!("done");
+    Ok(())
+}
+
+/// The read-modify-write of `count`, guarded by the attribute instead.
+#[distributed_lock(key = "<lock_key>", ttl = "5s", wait = "60s")]
+async fn add_one(
+    lock_key: &str,
+    redis: &mut redis::aio::MultiplexedConnection,
+    counter: &str,
+) -> Result<(), LockError> {
+    let value: Option<u64> = redis.get(counter).await?;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let () = redis.set(counter, value.unwrap_or(0) + 1).await?;
+    Ok(())
+}
+
+async fn count_with_attribute(
+    url: &str,
+    key: &str,
+    counter: &str,
+    tasks: usize,
+    iterations: usize,
+) -> Result<(), String> {
+    lock_runtime::init(LockConfig::from_url(url).map_err(text)?)
+        .await
+        .map_err(text)?;
+    let client = redis::Client::open(url).map_err(text)?;
+    let redis = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(text)?;
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let mut redis = redis.clone();
+        let (key, counter) = (key.to_owned(), counter.to_owned());
+        handles.push(tokio::spawn(async move {
+            for _ in 0..iterations {
+                add_one(&key, &mut redis, &counter).await?;
             }
             Ok::<(), LockError>(())
         }));

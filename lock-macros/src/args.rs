@@ -1,0 +1,213 @@
+//! The attribute's arguments, parsed into [`LockArgs`]. Every mistake is
+//! reported at the token that caused it, and all of them in one build.
+
+use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
+
+use crate::duration::{self, DurationArg};
+use crate::key_template::KeyTemplate;
+
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `locker` and `crate`";
+
+/// What to do when the lock is lost while the body runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    /// Drop the body at its next await and return `LockError::Lost`.
+    Cancel,
+    /// Let the body finish; the loss is logged.
+    Continue,
+}
+
+/// Everything the attribute said.
+pub(crate) struct LockArgs {
+    pub(crate) key: KeyTemplate,
+    pub(crate) ttl: Option<DurationArg>,
+    pub(crate) wait: Option<DurationArg>,
+    pub(crate) watchdog: Option<bool>,
+    pub(crate) on_lost: OnLost,
+    pub(crate) locker: Option<Expr>,
+    pub(crate) krate: Option<Path>,
+}
+
+/// `name = value`, before its value is checked.
+struct RawArg {
+    name: Ident,
+    value: Expr,
+}
+
+impl Parse for RawArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // parse_any: `crate` is a keyword, yet a valid argument name here.
+        let name = Ident::parse_any(input)?;
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        Ok(Self { name, value })
+    }
+}
+
+/// Collects errors so that one build reports every mistake.
+#[derive(Default)]
+struct Errors(Option<syn::Error>);
+
+impl Errors {
+    fn finish(self) -> syn::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
+
+    fn push(&mut self, error: syn::Error) {
+        match self.0.as_mut() {
+            Some(all) => all.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+}
+
+impl LockArgs {
+    /// Parses the tokens inside `#[distributed_lock(...)]`.
+    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
+        let raw = Punctuated::<RawArg, Token![,]>::parse_terminated.parse2(tokens)?;
+        let mut errors = Errors::default();
+        let mut seen: Vec<Ident> = Vec::new();
+        let mut key = None;
+        let mut args = Partial::default();
+        for RawArg { name, value } in raw {
+            let label = name.unraw().to_string();
+            if seen.iter().any(|s| *s == label) {
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!("`{label}` is set more than once"),
+                ));
+                continue;
+            }
+            seen.push(name.clone());
+            let result = match label.as_str() {
+                "key" => string(&value, &label)
+                    .and_then(|lit| KeyTemplate::parse(&lit))
+                    .map(|t| key = Some(t)),
+                "ttl" => string(&value, &label)
+                    .and_then(|lit| ttl(&lit))
+                    .map(|d| args.ttl = Some(d)),
+                "wait" => string(&value, &label)
+                    .and_then(|lit| duration::parse(&lit, "wait"))
+                    .map(|d| args.wait = Some(d)),
+                "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
+                "on_lost" => string(&value, &label)
+                    .and_then(|lit| on_lost(&lit))
+                    .map(|o| args.on_lost = Some(o)),
+                "locker" => {
+                    args.locker = Some(value);
+                    Ok(())
+                }
+                "crate" => string(&value, &label)
+                    .and_then(|lit| lit.parse::<Path>())
+                    .map(|p| args.krate = Some(p)),
+                _ => Err(syn::Error::new(
+                    name.span(),
+                    format!("unknown argument `{label}`; the arguments are {VALID}"),
+                )),
+            };
+            if let Err(error) = result {
+                errors.push(error);
+            }
+        }
+        let missing_key = || {
+            syn::Error::new(
+                Span::call_site(),
+                "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]`",
+            )
+        };
+        if key.is_none() {
+            errors.push(missing_key());
+        }
+        errors.finish()?;
+        let key = key.ok_or_else(missing_key)?;
+        Ok(Self {
+            key,
+            ttl: args.ttl,
+            wait: args.wait,
+            watchdog: args.watchdog,
+            on_lost: args.on_lost.unwrap_or(OnLost::Cancel),
+            locker: args.locker,
+            krate: args.krate,
+        })
+    }
+}
+
+/// The arguments seen so far.
+#[derive(Default)]
+struct Partial {
+    ttl: Option<DurationArg>,
+    wait: Option<DurationArg>,
+    watchdog: Option<bool>,
+    on_lost: Option<OnLost>,
+    locker: Option<Expr>,
+    krate: Option<Path>,
+}
+
+fn string(value: &Expr, name: &str) -> syn::Result<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Ok(lit.clone()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{name}` takes a string literal, e.g. {}", example(name)),
+        )),
+    }
+}
+
+fn boolean(value: &Expr, name: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(LitBool { value, .. }),
+            ..
+        }) => Ok(*value),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{name}` takes `true` or `false`"),
+        )),
+    }
+}
+
+fn example(name: &str) -> &'static str {
+    match name {
+        "key" => "`key = \"stock:<id>\"`",
+        "ttl" => "`ttl = \"3s\"`",
+        "wait" => "`wait = \"2s\"`",
+        "on_lost" => "`on_lost = \"cancel\"`",
+        _ => "`crate = \"my_lock_runtime\"`",
+    }
+}
+
+fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
+    let ttl = duration::parse(lit, "ttl")?;
+    if ttl.nanos == 0 {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`ttl` must be greater than zero: a lease of 0 expires before it is granted",
+        ));
+    }
+    if ttl.nanos < 1_000_000 {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`ttl` must be at least 1ms: Redis leases have millisecond resolution",
+        ));
+    }
+    Ok(ttl)
+}
+
+fn on_lost(lit: &LitStr) -> syn::Result<OnLost> {
+    match lit.value().as_str() {
+        "cancel" => Ok(OnLost::Cancel),
+        "continue" => Ok(OnLost::Continue),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`on_lost` is \"cancel\" (stop the body) or \"continue\" (finish and log), not \"{other}\""
+            ),
+        )),
+    }
+}

@@ -1,0 +1,317 @@
+//! `#[distributed_lock]` functions against a real Redis.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
+use lock_tests::{RedisServer, Worker};
+
+async fn locker(server: &RedisServer) -> Locker {
+    Locker::connect(LockConfig::from_url(&server.url()).unwrap())
+        .await
+        .unwrap()
+}
+
+#[distributed_lock(key = "counter:<name>", ttl = "5s", wait = "30s", locker = locker)]
+async fn enter(locker: &Locker, name: &str, inside: &AtomicBool) -> Result<(), LockError> {
+    assert!(!inside.swap(true, Ordering::SeqCst), "two bodies at once");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    inside.store(false, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotated_bodies_never_overlap_across_tasks() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let inside = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (locker, inside) = (locker.clone(), inside.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                enter(&locker, "shared", &inside).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(locker.stats().acquired, 80);
+    assert!(locker.stats().contended > 0);
+}
+
+#[test]
+fn annotated_bodies_never_overlap_across_processes() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| {
+            let args = [
+                "count",
+                &url,
+                "counter-lock",
+                "counter",
+                "16",
+                "10",
+                "--attribute",
+            ];
+            Worker::spawn(env!("CARGO_BIN_EXE_lock_worker"), &args)
+        })
+        .collect();
+    for worker in workers {
+        let output = worker.finish(Duration::from_secs(120));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(
+        server.cmd(&["GET", "counter"]),
+        redis::Value::BulkString(b"320".to_vec())
+    );
+}
+
+struct Customer {
+    name: String,
+}
+
+struct Order {
+    id: u64,
+    customer: Customer,
+    lines: (u32, u32),
+}
+
+struct Shard {
+    shard: u32,
+    locker: Locker,
+}
+
+impl Shard {
+    #[distributed_lock(
+        key = "shard:<self.shard>:order:<order.id>:<order.customer.name>:<order.lines.1>",
+        locker = self.locker
+    )]
+    async fn place(&self, order: &Order) -> Result<String, LockError> {
+        Ok(lock_runtime::current().unwrap().key().to_owned())
+    }
+
+    #[distributed_lock(key = "shard:<self.shard>:close", locker = self.locker)]
+    async fn close(self) -> Result<u32, LockError> {
+        Ok(self.shard)
+    }
+
+    #[distributed_lock(key = "shard:<self.shard>:bump", locker = self.locker)]
+    async fn bump(&mut self) -> Result<u32, LockError> {
+        self.shard += 1;
+        Ok(self.shard)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_rendered_from_parameters_fields_and_self() {
+    let server = RedisServer::start();
+    let mut shard = Shard {
+        shard: 3,
+        locker: locker(&server).await,
+    };
+    let order = Order {
+        id: 42,
+        customer: Customer { name: "ada".into() },
+        lines: (1, 2),
+    };
+    assert_eq!(shard.place(&order).await.unwrap(), "shard:3:order:42:ada:2");
+    assert_eq!(order.customer.name, "ada", "the argument was not moved");
+    assert_eq!(shard.bump().await.unwrap(), 4);
+    assert_eq!(shard.close().await.unwrap(), 4);
+    assert!(lock_runtime::current().is_none());
+    // Every lock was released at the end of its body.
+    assert_eq!(
+        server.cmd(&["KEYS", "lock:{shard*}"]),
+        redis::Value::Array(vec![])
+    );
+}
+
+#[derive(Debug)]
+enum AppError {
+    Busy(String),
+    Lock(LockError),
+}
+
+impl From<LockError> for AppError {
+    fn from(error: LockError) -> Self {
+        match error {
+            LockError::Timeout { key, .. } => AppError::Busy(key),
+            other => AppError::Lock(other),
+        }
+    }
+}
+
+#[distributed_lock(key = "invoice:<id>", wait = "0s", locker = locker)]
+async fn settle(locker: &Locker, id: u32) -> Result<u32, AppError> {
+    Ok(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_errors_come_out_through_the_users_from() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    assert_eq!(settle(&locker, 7).await.unwrap(), 7);
+    let held = locker.lock("invoice:7").acquire().await.unwrap();
+    match settle(&locker, 7).await {
+        Err(AppError::Busy(key)) => assert_eq!(key, "invoice:7"),
+        other => panic!("expected AppError::Busy, got {other:?}"),
+    }
+    held.release().await.unwrap();
+    // A dead server is a typed error too, converted the same way.
+    drop(server);
+    match settle(&locker, 8).await {
+        Err(AppError::Lock(LockError::Redis(_))) => {}
+        other => panic!("expected AppError::Lock(Redis), got {other:?}"),
+    }
+}
+
+#[distributed_lock(key = "job", ttl = "600ms", locker = locker)]
+async fn long_job(
+    locker: &Locker,
+    started: tokio::sync::oneshot::Sender<u64>,
+    finished: &AtomicBool,
+) -> Result<(), LockError> {
+    let _ = started.send(lock_runtime::current().unwrap().fence());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    finished.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[distributed_lock(key = "job", ttl = "600ms", on_lost = "continue", locker = locker)]
+async fn stubborn_job(
+    locker: &Locker,
+    started: tokio::sync::oneshot::Sender<u64>,
+    finished: &AtomicBool,
+) -> Result<(), LockError> {
+    let _ = started.send(lock_runtime::current().unwrap().fence());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    finished.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_lost_cancel_stops_the_body_when_the_key_is_deleted() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let finished = AtomicBool::new(false);
+    let (started, started_rx) = tokio::sync::oneshot::channel();
+    let job = long_job(&locker, started, &finished);
+    tokio::pin!(job);
+    let delete = async {
+        started_rx.await.unwrap();
+        assert_eq!(server.cmd(&["DEL", "lock:{job}"]), redis::Value::Int(1));
+        Instant::now()
+    };
+    let (result, deleted_at) = tokio::join!(job, delete);
+    let cancelled_after = deleted_at.elapsed();
+    assert!(
+        matches!(result, Err(LockError::Lost { ref key }) if key == "job"),
+        "{result:?}"
+    );
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the body ran on without its lock"
+    );
+    assert!(
+        cancelled_after < Duration::from_millis(600),
+        "cancelled after {cancelled_after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_lost_continue_lets_the_body_finish() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let finished = AtomicBool::new(false);
+    let (started, started_rx) = tokio::sync::oneshot::channel();
+    let job = stubborn_job(&locker, started, &finished);
+    let delete = async {
+        started_rx.await.unwrap();
+        server.cmd(&["DEL", "lock:{job}"]);
+    };
+    let (result, ()) = tokio::join!(job, delete);
+    result.unwrap();
+    assert!(finished.load(Ordering::SeqCst));
+    assert_eq!(locker.stats().lost, 1);
+}
+
+#[distributed_lock(key = "nested:<id>", wait = "2s", locker = locker)]
+async fn outer(locker: &Locker, id: u32, entries: &AtomicU32) -> Result<(u64, u64), LockError> {
+    entries.fetch_add(1, Ordering::SeqCst);
+    let mine = lock_runtime::current().unwrap().fence();
+    // Same task, same key: runs at once instead of waiting for itself.
+    let nested = inner(locker, id, entries).await?;
+    // Another task still has to wait, and here gives up.
+    let other = {
+        let locker = locker.clone();
+        tokio::spawn(async move { try_inner(&locker, id).await })
+    };
+    assert!(matches!(
+        other.await.unwrap(),
+        Err(LockError::Timeout { .. })
+    ));
+    Ok((mine, nested))
+}
+
+#[distributed_lock(key = "nested:<id>", wait = "2s", locker = locker)]
+async fn inner(locker: &Locker, id: u32, entries: &AtomicU32) -> Result<u64, LockError> {
+    entries.fetch_add(1, Ordering::SeqCst);
+    Ok(lock_runtime::current().unwrap().fence())
+}
+
+#[distributed_lock(key = "nested:<id>", wait = "0s", locker = locker)]
+async fn try_inner(locker: &Locker, id: u32) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_call_for_a_held_key_does_not_deadlock() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let entries = AtomicU32::new(0);
+    let started = Instant::now();
+    let (outer_fence, inner_fence) = outer(&locker, 9, &entries).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the nested call waited"
+    );
+    assert_eq!(entries.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        outer_fence, inner_fence,
+        "the nested call took a second lock"
+    );
+    assert_eq!(locker.stats().acquired, 1);
+}
+
+trait Inventory {
+    async fn reserve(&self, sku: u64) -> Result<u64, LockError>;
+}
+
+struct Warehouse {
+    locker: Locker,
+}
+
+impl Inventory for Warehouse {
+    #[distributed_lock(key = "sku:<sku>", locker = self.locker)]
+    async fn reserve(&self, sku: u64) -> Result<u64, LockError> {
+        Ok(lock_runtime::current().unwrap().fence())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trait_impl_methods_are_locked_too() {
+    let server = RedisServer::start();
+    let warehouse = Warehouse {
+        locker: locker(&server).await,
+    };
+    assert_eq!(warehouse.reserve(5).await.unwrap(), 1);
+    assert_eq!(warehouse.reserve(5).await.unwrap(), 2);
+}
