@@ -119,7 +119,8 @@ impl LockArgs {
                 "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]`",
             )
         };
-        if key.is_none() {
+        // A `key` that was given but invalid already has its own error.
+        if !seen.iter().any(|s| *s == "key") {
             errors.push(missing_key());
         }
         errors.finish()?;

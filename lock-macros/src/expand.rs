@@ -13,8 +13,9 @@
 //! }
 //! ```
 
+use proc_macro2::{Group, TokenTree};
 use proc_macro2::{Span, TokenStream};
-use quote::{ToTokens, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, Path, ReturnType, Type};
 
@@ -79,10 +80,7 @@ fn check_function(function: &ItemFn) -> syn::Result<()> {
         )),
         ReturnType::Type(_, ty) if !is_result(ty) => errors.push(syn::Error::new_spanned(
             ty,
-            format!(
-                "`#[distributed_lock]` functions must return a `Result`, {result_hint}; found `{}`",
-                ty.to_token_stream()
-            ),
+            format!("`#[distributed_lock]` functions must return a `Result`, {result_hint}"),
         )),
         ReturnType::Type(..) => {}
     }
@@ -192,8 +190,9 @@ fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => Span::call_site(),
     };
+    let private_at_return = respan(private.clone(), return_span);
     let convert = quote_spanned! {return_span=>
-        ::core::result::Result::Err(#private::lock_error_into(#error))
+        ::core::result::Result::Err(#private_at_return::lock_error_into(#error))
     };
     let defaultness = modifiers.defaultness;
 
@@ -221,4 +220,22 @@ fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
             }
         }
     }
+}
+
+/// `tokens` with every span set to `span`, so that the compiler reports a
+/// problem with them at `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }

@@ -70,6 +70,31 @@ pub enum LockError {
     Config(String),
 }
 
+/// For functions returning `std::io::Result`: a lock failure becomes an
+/// `io::Error` of the closest kind, with the `LockError` as its source.
+///
+/// ```
+/// use lock_runtime::LockError;
+/// use std::time::Duration;
+///
+/// let io: std::io::Error = LockError::Timeout { key: "k".into(), waited: Duration::ZERO }.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+/// ```
+impl From<LockError> for std::io::Error {
+    fn from(error: LockError) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &error {
+            LockError::Timeout { .. } => ErrorKind::TimedOut,
+            LockError::Lost { .. } => ErrorKind::Interrupted,
+            LockError::Config(_) => ErrorKind::InvalidInput,
+            LockError::NotInitialized | LockError::AlreadyInitialized => ErrorKind::Other,
+            LockError::Redis(redis) if redis.is_timeout() => ErrorKind::TimedOut,
+            LockError::Redis(_) | LockError::QuorumNotReached { .. } => ErrorKind::NotConnected,
+        };
+        std::io::Error::new(kind, error)
+    }
+}
+
 impl LockError {
     pub(crate) fn config(message: impl Into<String>) -> Self {
         LockError::Config(message.into())

@@ -9,6 +9,11 @@
 //! - [`net`]: helpers for "server unreachable" tests: a port nothing listens
 //!   on ([`closed_port`]) and a listener that accepts but never answers
 //!   ([`SilentListener`]).
+//! - [`FaultProxy`]: a TCP proxy between client and server that adds
+//!   latency, blackholes traffic, resets connections, or drops the reply to
+//!   one command.
+//! - [`Worker`]: a separate OS process that takes locks, for multi-process
+//!   tests (and for killing a holder with -9).
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 

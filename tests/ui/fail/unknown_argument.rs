@@ -1,0 +1,10 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "stock:<id>", timeout = "3s")]
+async fn deduct(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+fn main() {
+    let _ = deduct(1);
+}
