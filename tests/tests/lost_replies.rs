@@ -1,0 +1,66 @@
+//! Requests that reach the server while their replies do not reach us:
+//! the acquire retry is idempotent, and an abandoned acquire leaves no lock.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, Locker};
+use lock_tests::{FaultProxy, RedisServer};
+
+fn fence_counter(server: &RedisServer, key: &str) -> redis::Value {
+    server.cmd(&["GET", &format!("lock:{{{key}}}:fence")])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_is_lost_is_retried_and_succeeds_once() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let config = LockConfig::from_url(&proxy.url()).unwrap().pool_size(1);
+    let locker = Locker::connect(config).await.unwrap();
+    // Load the script first, so the cut request below is the real acquire.
+    let warm = locker.lock("retried").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
+    assert_eq!(fence_counter(&server, "retried"), redis::Value::BulkString(b"1".to_vec()));
+
+    let accepted = proxy.connections_accepted();
+    proxy.drop_reply_to(b"EVALSHA");
+    let guard = locker.lock("retried").wait(Duration::ZERO).acquire().await.unwrap();
+    assert!(proxy.connections_accepted() > accepted, "the reply was never cut");
+    // The first try took the lock and counted a fence; the retry found the
+    // lock ours and counted nothing more.
+    assert_eq!(guard.fence(), 2);
+    assert_eq!(fence_counter(&server, "retried"), redis::Value::BulkString(b"2".to_vec()));
+    assert!(guard.release().await.unwrap());
+    assert_eq!(server.cmd(&["EXISTS", "lock:{retried}"]), redis::Value::Int(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_abandoned_in_flight_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let locker = Locker::connect(LockConfig::from_url(&proxy.url()).unwrap())
+        .await
+        .unwrap();
+    let warm = locker.lock("abandoned").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
+
+    // The request reaches the server after 300 ms, its reply would come back
+    // 300 ms later: cancel in between, when the lock is set but not ours yet.
+    proxy.set_latency(Duration::from_millis(300));
+    let acquire = locker.lock("abandoned").ttl(Duration::from_secs(30)).acquire();
+    assert!(tokio::time::timeout(Duration::from_millis(450), acquire).await.is_err());
+    let cancelled_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{abandoned}"]),
+        redis::Value::Int(1),
+        "the request should have reached the server"
+    );
+    // The background cleanup follows the acquire on the same connection.
+    while server.cmd(&["EXISTS", "lock:{abandoned}"]) != redis::Value::Int(0) {
+        assert!(
+            cancelled_at.elapsed() < Duration::from_secs(5),
+            "the abandoned lock is still held; it would block everyone for its 30 s lease"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
