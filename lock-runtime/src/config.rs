@@ -196,6 +196,11 @@ impl LockConfig {
                 "default_ttl must be at least 1 ms; Redis leases have millisecond resolution",
             ));
         }
+        if self.default_ttl > crate::locker::MAX_TTL {
+            return Err(LockError::config(
+                "default_ttl must be at most a year; a lease is how long a crashed owner blocks everyone",
+            ));
+        }
         if self.pool_size == 0 {
             return Err(LockError::config(
                 "pool_size must be at least 1; it is the number of connections lock traffic uses",
@@ -273,6 +278,7 @@ mod tests {
         let bad = [
             base().default_ttl(Duration::ZERO),
             base().default_ttl(Duration::from_micros(500)),
+            base().default_ttl(Duration::MAX),
             base().pool_size(0),
             base().connect_timeout(Duration::ZERO),
             base().response_timeout(Duration::ZERO),

@@ -88,8 +88,11 @@ impl LockGuard {
     /// Releases the lock: deletes the key only if it is still ours and
     /// wakes the waiters. `Ok(false)` means it was no longer ours (lost, or
     /// expired), so nothing was deleted.
+    ///
+    /// On an error (or if this future is dropped before the answer), the
+    /// guard's drop tries once more in the background; the compare-and-delete
+    /// makes that safe, and the lease bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
-        self.released = true;
         self.lease().mark_released();
         self.locker.watchdog().forget(self.lease().id);
         let deleted = self
@@ -97,6 +100,7 @@ impl LockGuard {
             .backend()
             .release(self.lease().conn, &self.lease().keys, &self.lease().token)
             .await?;
+        self.released = true;
         Counters::bump(&self.locker.counters().released);
         Ok(deleted)
     }

@@ -16,6 +16,10 @@ use crate::wait::{Backoff, ReleaseListener, Subscription, Timeouts};
 use crate::watchdog::{Watchdog, ttl_millis};
 use crate::{LockConfig, LockError, LockGuard};
 
+/// Longest lease accepted. A lease is a crash bound: one longer than a
+/// year is a mistake (and would overflow clock arithmetic long before Redis).
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// A connection to the lock service: a small pool of Redis connections, one
 /// watchdog task that renews every lock it handed out, and one pub/sub
 /// listener that wakes waiters when a lock is released.
@@ -196,9 +200,9 @@ impl LockRequest {
     async fn run(self, wait: Duration) -> Result<LockGuard, LockError> {
         let ttl = self.ttl.unwrap_or(self.locker.inner.config.default_ttl);
         let ttl_ms = ttl_millis(ttl);
-        if ttl_ms == 0 {
+        if ttl_ms == 0 || ttl > MAX_TTL {
             return Err(LockError::config(format!(
-                "ttl of lock `{}` is {ttl:?}; it must be at least 1 ms",
+                "ttl of lock `{}` is {ttl:?}; it must be between 1 ms and {MAX_TTL:?}",
                 self.key
             )));
         }
@@ -240,7 +244,8 @@ impl<'a> Attempt<'a> {
 
     async fn run(&mut self) -> Result<LockGuard, LockError> {
         let started = Instant::now();
-        let deadline = started + self.wait;
+        // A wait too long to represent is no deadline at all.
+        let deadline = started.checked_add(self.wait);
         let config = &self.locker.inner.config;
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
         let mut subscription: Option<Subscription> = None;
@@ -259,7 +264,7 @@ impl<'a> Attempt<'a> {
             };
             contended = true;
             let now = Instant::now();
-            if now >= deadline {
+            if deadline.is_some_and(|deadline| now >= deadline) {
                 return Err(LockError::Timeout {
                     key: self.keys.name().to_owned(),
                     waited: now - started,
@@ -269,7 +274,8 @@ impl<'a> Attempt<'a> {
                 // Subscribe, then try again at once: a release between our
                 // try and the subscription would otherwise go unheard.
                 subscribed_once = true;
-                let limit = deadline.min(now + config.response_timeout);
+                let patience = now + config.response_timeout;
+                let limit = deadline.map_or(patience, |deadline| deadline.min(patience));
                 let listener = &self.locker.inner.releases;
                 subscription =
                     tokio::time::timeout_at(limit.into(), listener.subscribe(self.keys.channel()))
@@ -281,7 +287,7 @@ impl<'a> Attempt<'a> {
             let pause = backoff
                 .next_pause()
                 .min(owner_lease_end)
-                .min(deadline - now);
+                .min(deadline.map_or(Duration::MAX, |deadline| deadline - now));
             let counters = self.locker.counters();
             match subscription.as_mut() {
                 Some(subscription) => tokio::select! {

@@ -275,7 +275,7 @@ impl Backoff {
     /// so that waiters woken together do not retry in lockstep.
     pub(crate) fn next_pause(&mut self) -> Duration {
         let step = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         let mut bytes = [0u8; 4];
         let _ = getrandom::fill(&mut bytes);
         let fraction = f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX);
@@ -286,6 +286,14 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_cap_does_not_overflow() {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::MAX);
+        for _ in 0..100 {
+            backoff.next_pause();
+        }
+    }
 
     #[test]
     fn backoff_grows_to_its_cap_and_stays_in_range() {

@@ -19,18 +19,35 @@ async fn an_acquire_whose_reply_is_lost_is_retried_and_succeeds_once() {
     // Load the script first, so the cut request below is the real acquire.
     let warm = locker.lock("retried").acquire().await.unwrap();
     assert!(warm.release().await.unwrap());
-    assert_eq!(fence_counter(&server, "retried"), redis::Value::BulkString(b"1".to_vec()));
+    assert_eq!(
+        fence_counter(&server, "retried"),
+        redis::Value::BulkString(b"1".to_vec())
+    );
 
     let accepted = proxy.connections_accepted();
     proxy.drop_reply_to(b"EVALSHA");
-    let guard = locker.lock("retried").wait(Duration::ZERO).acquire().await.unwrap();
-    assert!(proxy.connections_accepted() > accepted, "the reply was never cut");
+    let guard = locker
+        .lock("retried")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        proxy.connections_accepted() > accepted,
+        "the reply was never cut"
+    );
     // The first try took the lock and counted a fence; the retry found the
     // lock ours and counted nothing more.
     assert_eq!(guard.fence(), 2);
-    assert_eq!(fence_counter(&server, "retried"), redis::Value::BulkString(b"2".to_vec()));
+    assert_eq!(
+        fence_counter(&server, "retried"),
+        redis::Value::BulkString(b"2".to_vec())
+    );
     assert!(guard.release().await.unwrap());
-    assert_eq!(server.cmd(&["EXISTS", "lock:{retried}"]), redis::Value::Int(0));
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{retried}"]),
+        redis::Value::Int(0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,8 +63,15 @@ async fn an_acquire_abandoned_in_flight_leaves_no_lock_behind() {
     // The request reaches the server after 300 ms, its reply would come back
     // 300 ms later: cancel in between, when the lock is set but not ours yet.
     proxy.set_latency(Duration::from_millis(300));
-    let acquire = locker.lock("abandoned").ttl(Duration::from_secs(30)).acquire();
-    assert!(tokio::time::timeout(Duration::from_millis(450), acquire).await.is_err());
+    let acquire = locker
+        .lock("abandoned")
+        .ttl(Duration::from_secs(30))
+        .acquire();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(450), acquire)
+            .await
+            .is_err()
+    );
     let cancelled_at = Instant::now();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
