@@ -205,4 +205,30 @@ async fn bad_requests_are_config_errors() {
         .await
         .unwrap_err();
     assert!(matches!(sub_ms, LockError::Config(_)), "{sub_ms:?}");
+    let endless = locker
+        .lock("k")
+        .ttl(Duration::MAX)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(endless, LockError::Config(_)), "{endless:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbounded_wait_is_accepted_and_still_cancellable() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let guard = locker
+        .lock("forever")
+        .wait(Duration::MAX)
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = locker.lock("forever").wait(Duration::MAX).acquire();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), waiting)
+            .await
+            .is_err()
+    );
+    assert!(guard.release().await.unwrap());
 }
