@@ -18,8 +18,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_examples::DemoRedis;
-use lock_runtime::{LockConfig, Locker};
+use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+
+/// One purchase: read the stock, and if any is left, take one unit.
+/// A read-then-write like this is exactly what races without a lock.
+async fn take_one(redis: &mut MultiplexedConnection, stock_key: &str) -> Result<bool, LockError> {
+    let left: u64 = redis.get(stock_key).await?;
+    if left == 0 {
+        return Ok(false);
+    }
+    // The "payment" between the check and the write.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let () = redis.set(stock_key, left - 1).await?;
+    Ok(true)
+}
+
+/// The same purchase, run by at most one buyer at a time per SKU, across
+/// every process.
+#[distributed_lock(key = "stock:<sku>", ttl = "3s", wait = "30s", locker = locker)]
+async fn buy_locked(
+    locker: &Locker,
+    sku: &str,
+    redis: &mut MultiplexedConnection,
+    stock_key: &str,
+) -> Result<bool, LockError> {
+    take_one(redis, stock_key).await
+}
 
 struct Options {
     locked: bool,
@@ -108,26 +134,16 @@ async fn run() -> Result<ExitCode, String> {
         let (buyers, locked) = (options.buyers, options.locked);
         tasks.push(tokio::spawn(async move {
             while next_buyer.fetch_add(1, Ordering::Relaxed) < buyers {
-                let guard = if locked {
-                    let request = locker
-                        .lock(format!("stock:{sku}"))
-                        .ttl(Duration::from_secs(3));
-                    Some(request.wait(Duration::from_secs(30)).acquire().await?)
+                let bought = if locked {
+                    buy_locked(&locker, &sku, &mut redis, &stock_key).await?
                 } else {
-                    None
+                    take_one(&mut redis, &stock_key).await?
                 };
-                let left: u64 = redis.get(&stock_key).await?;
-                if left > 0 {
-                    // The "payment" between the check and the write.
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    let () = redis.set(&stock_key, left - 1).await?;
+                if bought {
                     sold.fetch_add(1, Ordering::Relaxed);
                 }
-                if let Some(guard) = guard {
-                    guard.release().await?;
-                }
             }
-            Ok::<(), lock_runtime::LockError>(())
+            Ok::<(), LockError>(())
         }));
     }
     for task in tasks {
