@@ -5,22 +5,25 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, Locker};
 use lock_tests::RedisServer;
 
+/// A backoff so slow that a waiter woken within seconds was woken by
+/// something else: the release message, or the owner's lease ending.
+const SLOW_BACKOFF: Duration = Duration::from_secs(20);
+
+async fn locker(server: &RedisServer, backoff: Option<Duration>) -> Locker {
+    let mut config = LockConfig::from_url(&server.url()).unwrap();
+    if let Some(backoff) = backoff {
+        config = config.retry_backoff(backoff, backoff);
+    }
+    Locker::connect(config).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_waiter_is_woken_by_the_release_message() {
     let server = RedisServer::start();
-    let holder = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
-        .await
-        .unwrap();
     // A backoff of 20 s and an owner lease of 30 s: only the release message
     // can wake the waiter within the bound asserted below.
-    let slow = Duration::from_secs(20);
-    let waiter = Locker::connect(
-        LockConfig::from_url(&server.url())
-            .unwrap()
-            .retry_backoff(slow, slow),
-    )
-    .await
-    .unwrap();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, Some(SLOW_BACKOFF)).await;
     let guard = holder
         .lock("handoff")
         .ttl(Duration::from_secs(30))
@@ -57,13 +60,7 @@ async fn a_blocked_waiter_is_woken_by_the_release_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_on_a_crashed_owner_wakes_when_its_lease_ends() {
     let server = RedisServer::start();
-    let locker = Locker::connect(
-        LockConfig::from_url(&server.url())
-            .unwrap()
-            .retry_backoff(Duration::from_secs(20), Duration::from_secs(20)),
-    )
-    .await
-    .unwrap();
+    let locker = locker(&server, Some(SLOW_BACKOFF)).await;
     // A key written by an owner that then vanished, 400 ms left.
     server.cmd(&["SET", "lock:{orphan}", "someone-else", "PX", "400"]);
     let started = Instant::now();
@@ -93,17 +90,8 @@ fn pubsub_clients(server: &RedisServer) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
     let server = RedisServer::start();
-    let holder = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
-        .await
-        .unwrap();
-    let slow = Duration::from_secs(20);
-    let waiter = Locker::connect(
-        LockConfig::from_url(&server.url())
-            .unwrap()
-            .retry_backoff(slow, slow),
-    )
-    .await
-    .unwrap();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, Some(SLOW_BACKOFF)).await;
     let mut held = Vec::new();
     let mut blocked = Vec::new();
     for i in 0..8 {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,20 +39,15 @@ fn main() -> ExitCode {
             .collect::<Vec<_>>()
             .as_slice()
         {
-            ["count", url, key, counter, tasks, iterations, "--attribute"] => {
-                count_with_attribute(url, key, counter, parse(tasks)?, parse(iterations)?).await
-            }
             ["count", url, key, counter, tasks, iterations, rest @ ..] => {
-                let use_lock = !rest.contains(&"--no-lock");
-                count(
-                    url,
-                    key,
-                    counter,
-                    parse(tasks)?,
-                    parse(iterations)?,
-                    use_lock,
-                )
-                .await
+                let guarding = match rest {
+                    [] => Guarding::Guard,
+                    ["--attribute"] => Guarding::Attribute,
+                    ["--no-lock"] => Guarding::NoLock,
+                    other => return Err(format!("unknown count option {other:?}")),
+                };
+                let (tasks, iterations) = (parse(tasks)?, parse(iterations)?);
+                count(url, key, counter, tasks, iterations, guarding).await
             }
             ["config-from-env"] => {
                 match LockConfig::from_env() {
@@ -80,17 +76,28 @@ fn parse<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     text.parse().map_err(|_| format!("not a number: {text}"))
 }
 
+/// How `count` guards its read-modify-write.
+#[derive(Clone, Copy)]
+enum Guarding {
+    /// `locker.lock(..).acquire()` and `guard.release()`.
+    Guard,
+    /// A `#[distributed_lock]` fn on the global locker.
+    Attribute,
+    /// Nothing: the control run, which loses updates.
+    NoLock,
+}
+
 async fn count(
     url: &str,
     key: &str,
     counter: &str,
     tasks: usize,
     iterations: usize,
-    use_lock: bool,
+    guarding: Guarding,
 ) -> Result<(), String> {
-    let locker = Locker::connect(LockConfig::from_url(url).map_err(text)?)
-        .await
-        .map_err(text)?;
+    let config = LockConfig::from_url(url).map_err(text)?;
+    let locker = Locker::connect(config).await.map_err(text)?;
+    lock_runtime::init_with(locker.clone()).map_err(text)?;
     let client = redis::Client::open(url).map_err(text)?;
     let redis = client
         .get_multiplexed_async_connection()
@@ -102,18 +109,15 @@ async fn count(
         let (key, counter) = (key.to_owned(), counter.to_owned());
         handles.push(tokio::spawn(async move {
             for _ in 0..iterations {
-                let guard = if use_lock {
-                    let request = locker.lock(key.as_str()).ttl(Duration::from_secs(5));
-                    Some(request.wait(Duration::from_secs(60)).acquire().await?)
-                } else {
-                    None
-                };
-                let value: Option<u64> = redis.get(&counter).await?;
-                // Widen the race window: without the lock, updates get lost.
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                let () = redis.set(&counter, value.unwrap_or(0) + 1).await?;
-                if let Some(guard) = guard {
-                    guard.release().await?;
+                match guarding {
+                    Guarding::Guard => {
+                        let request = locker.lock(key.as_str()).ttl(Duration::from_secs(5));
+                        let guard = request.wait(Duration::from_secs(60)).acquire().await?;
+                        add_one(&mut redis, &counter).await?;
+                        guard.release().await?;
+                    }
+                    Guarding::Attribute => add_one_locked(&key, &mut redis, &counter).await?,
+                    Guarding::NoLock => add_one(&mut redis, &counter).await?,
                 }
             }
             Ok::<(), LockError>(())
@@ -126,50 +130,23 @@ async fn count(
     Ok(())
 }
 
-/// The read-modify-write of `count`, guarded by the attribute instead.
-#[distributed_lock(key = "<lock_key>", ttl = "5s", wait = "60s")]
-async fn add_one(
-    lock_key: &str,
-    redis: &mut redis::aio::MultiplexedConnection,
-    counter: &str,
-) -> Result<(), LockError> {
+/// A non-atomic increment: GET, pause, SET. The pause widens the race
+/// window, so that without the lock updates do get lost.
+async fn add_one(redis: &mut MultiplexedConnection, counter: &str) -> Result<(), LockError> {
     let value: Option<u64> = redis.get(counter).await?;
     tokio::time::sleep(Duration::from_millis(1)).await;
     let () = redis.set(counter, value.unwrap_or(0) + 1).await?;
     Ok(())
 }
 
-async fn count_with_attribute(
-    url: &str,
-    key: &str,
+/// [`add_one`] under the attribute, on the global locker.
+#[distributed_lock(key = "<lock_key>", ttl = "5s", wait = "60s")]
+async fn add_one_locked(
+    lock_key: &str,
+    redis: &mut MultiplexedConnection,
     counter: &str,
-    tasks: usize,
-    iterations: usize,
-) -> Result<(), String> {
-    lock_runtime::init(LockConfig::from_url(url).map_err(text)?)
-        .await
-        .map_err(text)?;
-    let client = redis::Client::open(url).map_err(text)?;
-    let redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(text)?;
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let mut redis = redis.clone();
-        let (key, counter) = (key.to_owned(), counter.to_owned());
-        handles.push(tokio::spawn(async move {
-            for _ in 0..iterations {
-                add_one(&key, &mut redis, &counter).await?;
-            }
-            Ok::<(), LockError>(())
-        }));
-    }
-    for handle in handles {
-        handle.await.map_err(text)?.map_err(text)?;
-    }
-    println!("done");
-    Ok(())
+) -> Result<(), LockError> {
+    add_one(redis, counter).await
 }
 
 async fn hold(url: &str, key: &str, ttl_ms: u64) -> Result<(), String> {
