@@ -70,19 +70,19 @@ impl LockArgs {
     pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
         let raw = Punctuated::<RawArg, Token![,]>::parse_terminated.parse2(tokens)?;
         let mut errors = Errors::default();
-        let mut seen: Vec<Ident> = Vec::new();
+        let mut seen: Vec<String> = Vec::new();
         let mut key = None;
         let mut args = Partial::default();
         for RawArg { name, value } in raw {
             let label = name.unraw().to_string();
-            if seen.iter().any(|s| *s == label) {
+            if seen.contains(&label) {
                 errors.push(syn::Error::new(
                     name.span(),
                     format!("`{label}` is set more than once"),
                 ));
                 continue;
             }
-            seen.push(name.clone());
+            seen.push(label.clone());
             let result = match label.as_str() {
                 "key" => string(&value, &label)
                     .and_then(|lit| KeyTemplate::parse(&lit))
@@ -120,7 +120,7 @@ impl LockArgs {
             )
         };
         // A `key` that was given but invalid already has its own error.
-        if !seen.iter().any(|s| *s == "key") {
+        if !seen.iter().any(|label| label == "key") {
             errors.push(missing_key());
         }
         errors.finish()?;
@@ -148,8 +148,17 @@ struct Partial {
     krate: Option<Path>,
 }
 
-fn string(value: &Expr, name: &str) -> syn::Result<LitStr> {
+/// `value` without the invisible groups a `macro_rules!` fragment adds.
+fn ungrouped(value: &Expr) -> &Expr {
     match value {
+        Expr::Group(group) => ungrouped(&group.expr),
+        Expr::Paren(paren) => ungrouped(&paren.expr),
+        other => other,
+    }
+}
+
+fn string(value: &Expr, name: &str) -> syn::Result<LitStr> {
+    match ungrouped(value) {
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) => Ok(lit.clone()),
@@ -161,7 +170,7 @@ fn string(value: &Expr, name: &str) -> syn::Result<LitStr> {
 }
 
 fn boolean(value: &Expr, name: &str) -> syn::Result<bool> {
-    match value {
+    match ungrouped(value) {
         Expr::Lit(ExprLit {
             lit: Lit::Bool(LitBool { value, .. }),
             ..
@@ -189,6 +198,12 @@ fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
         return Err(syn::Error::new(
             lit.span(),
             "`ttl` must be greater than zero: a lease of 0 expires before it is granted",
+        ));
+    }
+    if ttl.nanos > 365 * 24 * 3600 * 1_000_000_000 {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`ttl` must be at most a year: a lease is how long a crashed owner blocks everyone",
         ));
     }
     if ttl.nanos < 1_000_000 {

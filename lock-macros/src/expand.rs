@@ -13,11 +13,10 @@
 //! }
 //! ```
 
-use proc_macro2::{Group, TokenTree};
-use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Pat, Path, ReturnType, Type};
+use syn::{AttrStyle, FnArg, Ident, ItemFn, Pat, Path, ReturnType, Type};
 
 use crate::args::{LockArgs, OnLost};
 
@@ -35,18 +34,24 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_errors(item, error);
         }
     };
-    let args = LockArgs::parse(args);
-    let checked = check_function(&function);
-    match (args, checked) {
-        (Ok(args), Ok(())) => match args.key.check(&bindings(&function)) {
-            Ok(()) => generate(&args, function),
-            Err(error) => with_errors(item, error),
-        },
-        (Err(mut error), Err(more)) => {
-            error.combine(more);
-            with_errors(item, error)
+    let bindings = bindings(&function);
+    let mut errors: Vec<syn::Error> = Vec::new();
+    let args = LockArgs::parse(args).map_err(|e| errors.push(e)).ok();
+    if let Err(error) = check_function(&function) {
+        errors.push(error);
+    }
+    if let Some(Err(error)) = args.as_ref().map(|a| a.key.check(&bindings)) {
+        errors.push(error);
+    }
+    let mut errors = errors.into_iter();
+    match (errors.next(), args) {
+        (None, Some(args)) => generate(&args, &bindings, function),
+        (Some(mut first), _) => {
+            errors.for_each(|e| first.combine(e));
+            with_errors(item, first)
         }
-        (Err(error), Ok(())) | (Ok(_), Err(error)) => with_errors(item, error),
+        // LockArgs::parse failing always pushed an error.
+        (None, None) => item,
     }
 }
 
@@ -94,17 +99,22 @@ fn check_function(function: &ItemFn) -> syn::Result<()> {
     }
 }
 
-/// `Result<..>`, `io::Result<..>`, `anyhow::Result<..>`, `AppResult<..>`:
-/// any path type whose last segment names a `...Result`. (Whether its error
-/// type converts from `LockError` is left to the type checker, which then
-/// points at the return type.)
+/// Whether `ty` can be a `Result`: any path type except well-known types
+/// that are not (`Option`, numbers, `String`, ...). Aliases such as
+/// `io::Result<T>`, `anyhow::Result<T>` or `Fallible<T>` pass; if one is
+/// not a `Result` after all, the type checker says so at the return type.
 fn is_result(ty: &Type) -> bool {
+    const NOT_RESULTS: &[&str] = &[
+        "Option", "String", "str", "Vec", "Box", "Arc", "Rc", "HashMap", "BTreeMap", "HashSet",
+        "BTreeSet", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64",
+    ];
     match ty {
         Type::Path(path) => path
             .path
             .segments
             .last()
-            .is_some_and(|segment| segment.ident.to_string().ends_with("Result")),
+            .is_some_and(|segment| !NOT_RESULTS.contains(&segment.ident.to_string().as_str())),
         Type::Paren(inner) => is_result(&inner.elem),
         Type::Group(inner) => is_result(&inner.elem),
         _ => false,
@@ -113,21 +123,23 @@ fn is_result(ty: &Type) -> bool {
 
 /// The names a key placeholder may start with: every binding of every
 /// parameter pattern, and `self` for a method.
-fn bindings(function: &ItemFn) -> Vec<String> {
+fn bindings(function: &ItemFn) -> Vec<Ident> {
     let mut names = Vec::new();
     for input in &function.sig.inputs {
         match input {
-            FnArg::Receiver(_) => names.push("self".to_owned()),
+            FnArg::Receiver(receiver) => {
+                names.push(Ident::new("self", receiver.self_token.span));
+            }
             FnArg::Typed(typed) => collect_bindings(&typed.pat, &mut names),
         }
     }
     names
 }
 
-fn collect_bindings(pat: &Pat, names: &mut Vec<String>) {
+fn collect_bindings(pat: &Pat, names: &mut Vec<Ident>) {
     match pat {
         Pat::Ident(ident) => {
-            names.push(ident.ident.to_string());
+            names.push(ident.ident.clone());
             if let Some((_, sub)) = &ident.subpat {
                 collect_bindings(sub, names);
             }
@@ -146,7 +158,7 @@ fn collect_bindings(pat: &Pat, names: &mut Vec<String>) {
     }
 }
 
-fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
+fn generate(args: &LockArgs, bindings: &[Ident], function: ItemFn) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
@@ -166,7 +178,7 @@ fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
     let ret = Ident::new("__lock_ret", Span::mixed_site());
     let error = Ident::new("__lock_error", Span::mixed_site());
 
-    let render_key = args.key.render();
+    let render_key = args.key.render(bindings);
     let locker_source = match &args.locker {
         Some(expr) => quote_spanned!(expr.span()=> #private::locker_from(&(#expr))),
         None => quote!(#private::global_locker()),
@@ -195,13 +207,29 @@ fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
         ::core::result::Result::Err(#private_at_return::lock_error_into(#error))
     };
     let defaultness = modifiers.defaultness;
+    // `#![...]` at the top of the body stays at the top of the new body.
+    let (inner_attrs, outer_attrs): (Vec<_>, Vec<_>) = attrs
+        .into_iter()
+        .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
+    // Pin the body's type to the declared return type, so that a mistake in
+    // the body is reported in the body, not at the attribute. (`impl Trait`
+    // cannot be named in a `let`; such bodies are left to inference.)
+    let body_block = match &sig.output {
+        ReturnType::Type(_, ty) if !mentions_impl(ty) => quote! {{
+            #[allow(unreachable_code, clippy::let_and_return)]
+            let #ret: #ty = #block;
+            #ret
+        }},
+        _ => quote!(#block),
+    };
 
     quote! {
-        #(#attrs)*
+        #(#outer_attrs)*
         #vis #defaultness #sig {
+            #(#inner_attrs)*
             let #key: ::std::string::String = #render_key;
             let #locker = #locker_source;
-            let #body = async move #block;
+            let #body = async move #body_block;
             let #ret = #private::run_locked(
                 #locker,
                 #key,
@@ -220,6 +248,18 @@ fn generate(args: &LockArgs, function: ItemFn) -> TokenStream {
             }
         }
     }
+}
+
+/// Whether a type names `impl Trait` anywhere (it cannot stand in a `let`).
+fn mentions_impl(ty: &Type) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            TokenTree::Ident(ident) => ident == "impl",
+            TokenTree::Group(group) => walk(group.stream()),
+            _ => false,
+        })
+    }
+    walk(ty.to_token_stream())
 }
 
 /// `tokens` with every span set to `span`, so that the compiler reports a

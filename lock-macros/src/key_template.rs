@@ -5,6 +5,8 @@
 
 use proc_macro2::{Literal, Punct, Spacing, Span, TokenStream};
 use quote::{TokenStreamExt, quote};
+use syn::ext::IdentExt;
+use syn::parse::Parser;
 use syn::{Ident, LitStr};
 
 /// One piece of a template.
@@ -13,7 +15,25 @@ pub(crate) enum Segment {
     /// Text copied into the key as is.
     Literal(String),
     /// A value rendered with `Display`: its root binding and field path.
-    Placeholder(Vec<String>),
+    Placeholder(Vec<Part>),
+}
+
+/// One step of a placeholder's path.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// A name, without any `r#`; `raw` when it needs one (a keyword).
+    Name { name: String, raw: bool },
+    /// A tuple field: `pair.0`.
+    Index(usize),
+}
+
+impl Part {
+    fn name(name: &str) -> Self {
+        Part::Name {
+            name: name.to_owned(),
+            raw: false,
+        }
+    }
 }
 
 /// Splits a template into segments, or says what is wrong with it.
@@ -66,33 +86,47 @@ pub(crate) fn parse_text(template: &str) -> Result<Vec<Segment>, String> {
     Ok(segments)
 }
 
-/// `order.id` -> ["order", "id"]; the root must be an identifier, the
-/// rest identifiers or tuple indices.
-fn parse_path(name: &str) -> Result<Vec<String>, String> {
-    if name.trim().is_empty() {
+/// `order.id` -> [order, id]: the root is a binding name (or `self`), the
+/// rest field names or tuple indices.
+fn parse_path(path: &str) -> Result<Vec<Part>, String> {
+    if path.trim().is_empty() {
         return Err("empty placeholder `<>` in the key; name a parameter, e.g. `<id>`".into());
     }
-    let parts: Vec<String> = name.split('.').map(str::to_owned).collect();
-    for (i, part) in parts.iter().enumerate() {
-        let ok = if i == 0 {
-            is_identifier(part)
+    let not_a_path =
+        || format!("`<{path}>` is not a parameter name or a field path such as `<order.id>`");
+    let mut parts = Vec::new();
+    for (i, text) in path.split('.').enumerate() {
+        let part = if i > 0 && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            let index = text
+                .parse()
+                .map_err(|_| format!("`{text}` in `<{path}>` is too large for a tuple index"))?;
+            Part::Index(index)
+        } else if i == 0 && text == "self" {
+            Part::name("self")
         } else {
-            is_identifier(part) || (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+            name_part(text).ok_or_else(not_a_path)?
         };
-        if !ok {
-            return Err(format!(
-                "`<{name}>` is not a parameter name or a field path such as `<order.id>`"
-            ));
-        }
+        parts.push(part);
     }
     Ok(parts)
 }
 
-fn is_identifier(text: &str) -> bool {
-    let mut chars = text.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
-        && chars.all(|c| c == '_' || c.is_alphanumeric())
-        && text != "_"
+/// A Rust identifier (raw or not), or a keyword usable as a raw one.
+fn name_part(text: &str) -> Option<Part> {
+    if let Ok(ident) = syn::parse_str::<Ident>(text) {
+        let raw = text.starts_with("r#");
+        return Some(Part::Name {
+            name: ident.unraw().to_string(),
+            raw,
+        });
+    }
+    let keyword = Ident::parse_any.parse_str(text).ok()?;
+    let name = keyword.to_string();
+    // These cannot be raw identifiers, so they cannot name a field.
+    if ["self", "Self", "super", "crate", "_"].contains(&name.as_str()) {
+        return None;
+    }
+    Some(Part::Name { name, raw: true })
 }
 
 /// A parsed template, ready to render.
@@ -113,20 +147,19 @@ impl KeyTemplate {
 
     /// Checks that every placeholder names one of `bindings` (the
     /// function's parameter bindings, plus `self` for a method).
-    pub(crate) fn check(&self, bindings: &[String]) -> syn::Result<()> {
+    pub(crate) fn check(&self, bindings: &[Ident]) -> syn::Result<()> {
         let mut errors: Option<syn::Error> = None;
-        for segment in &self.segments {
-            let Segment::Placeholder(path) = segment else {
-                continue;
-            };
-            let root = &path[0];
-            if bindings.iter().any(|b| b == root) {
+        for root in self.roots() {
+            if find(bindings, root).is_some() {
                 continue;
             }
             let message = if bindings.is_empty() {
                 format!("unknown placeholder `<{root}>`: this function has no parameters")
             } else {
-                let names: Vec<String> = bindings.iter().map(|b| format!("`{b}`")).collect();
+                let names: Vec<String> = bindings
+                    .iter()
+                    .map(|b| format!("`{}`", b.unraw()))
+                    .collect();
                 format!(
                     "unknown placeholder `<{root}>`: the parameters are {}",
                     names.join(", ")
@@ -141,20 +174,31 @@ impl KeyTemplate {
         errors.map_or(Ok(()), Err)
     }
 
-    /// An expression that renders the key (`String`) by borrowing the
-    /// placeholders' values, so no argument is moved or cloned.
-    pub(crate) fn render(&self) -> TokenStream {
+    fn roots(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().filter_map(|segment| match segment {
+            Segment::Placeholder(path) => match path.first() {
+                Some(Part::Name { name, .. }) => Some(name.as_str()),
+                _ => None,
+            },
+            Segment::Literal(_) => None,
+        })
+    }
+
+    /// An expression that renders the key (`String`); `format!` borrows
+    /// the placeholders' values, so no argument is moved or cloned.
+    /// Call after a successful [`Self::check`] with the same bindings.
+    pub(crate) fn render(&self, bindings: &[Ident]) -> TokenStream {
         let span = self.lit.span();
         let mut format = String::new();
         let mut values = Vec::new();
         for segment in &self.segments {
             match segment {
                 Segment::Literal(text) => {
-                    format.push_str(&text.replace('{', "{{").replace('}', "}}"))
+                    format.push_str(&text.replace('{', "{{").replace('}', "}}"));
                 }
                 Segment::Placeholder(path) => {
                     format.push_str("{}");
-                    values.push(path_tokens(path, span));
+                    values.push(path_tokens(path, bindings, span));
                 }
             }
         }
@@ -163,9 +207,15 @@ impl KeyTemplate {
     }
 }
 
-/// `["order", "id"]` -> `order.id` (which `format!` borrows), spanned at the key literal so that the
-/// names resolve to the user's bindings and errors point at the key.
-fn path_tokens(path: &[String], span: Span) -> TokenStream {
+/// The binding a placeholder root names, compared without `r#`.
+fn find<'a>(bindings: &'a [Ident], root: &str) -> Option<&'a Ident> {
+    bindings.iter().find(|b| b.unraw() == root)
+}
+
+/// [order, id] -> `order.id`. The root keeps its binding's hygiene (so it
+/// resolves even when the function was written by a `macro_rules!`), and
+/// everything points at the key literal for errors.
+fn path_tokens(path: &[Part], bindings: &[Ident], span: Span) -> TokenStream {
     let mut tokens = TokenStream::new();
     for (i, part) in path.iter().enumerate() {
         if i > 0 {
@@ -173,12 +223,23 @@ fn path_tokens(path: &[String], span: Span) -> TokenStream {
             dot.set_span(span);
             tokens.append(dot);
         }
-        if part.bytes().all(|b| b.is_ascii_digit()) {
-            let mut index = Literal::usize_unsuffixed(part.parse().unwrap_or(0));
-            index.set_span(span);
-            tokens.append(index);
-        } else {
-            tokens.append(Ident::new(part, span));
+        match part {
+            Part::Index(index) => {
+                let mut index = Literal::usize_unsuffixed(*index);
+                index.set_span(span);
+                tokens.append(index);
+            }
+            Part::Name { name, .. } if i == 0 => {
+                // `check` ran first, so the binding exists; the fallback only
+                // keeps this total.
+                let mut root = find(bindings, name)
+                    .cloned()
+                    .unwrap_or_else(|| Ident::new(name, span));
+                root.set_span(span.resolved_at(root.span()));
+                tokens.append(root);
+            }
+            Part::Name { name, raw: true } => tokens.append(Ident::new_raw(name, span)),
+            Part::Name { name, raw: false } => tokens.append(Ident::new(name, span)),
         }
     }
     tokens
@@ -189,7 +250,14 @@ mod tests {
     use super::*;
 
     fn placeholder(path: &[&str]) -> Segment {
-        Segment::Placeholder(path.iter().map(|s| (*s).to_owned()).collect())
+        Segment::Placeholder(
+            path.iter()
+                .map(|p| match p.parse() {
+                    Ok(index) => Part::Index(index),
+                    Err(_) => Part::name(p),
+                })
+                .collect(),
+        )
     }
 
     #[test]
@@ -227,6 +295,18 @@ mod tests {
     }
 
     #[test]
+    fn keywords_and_raw_names_are_raw_parts() {
+        let raw = |name: &str| Part::Name {
+            name: name.into(),
+            raw: true,
+        };
+        assert_eq!(
+            parse_text("<r#type.match>").unwrap(),
+            vec![Segment::Placeholder(vec![raw("type"), raw("match")])]
+        );
+    }
+
+    #[test]
     fn reports_each_kind_of_mistake() {
         let cases = [
             ("", "empty"),
@@ -237,6 +317,9 @@ mod tests {
             ("stock:<order.>", "not a parameter name"),
             ("stock:<0>", "not a parameter name"),
             ("stock:<_>", "not a parameter name"),
+            ("stock:<p.a²>", "not a parameter name"),
+            ("stock:<p.self>", "not a parameter name"),
+            ("stock:<p.99999999999999999999999>", "too large"),
         ];
         for (template, expected) in cases {
             let err = parse_text(template).unwrap_err();
@@ -247,7 +330,8 @@ mod tests {
     #[test]
     fn braces_are_escaped_for_format() {
         let lit = LitStr::new("{a}:<id>", Span::call_site());
-        let rendered = KeyTemplate::parse(&lit).unwrap().render().to_string();
+        let id = Ident::new("id", Span::call_site());
+        let rendered = KeyTemplate::parse(&lit).unwrap().render(&[id]).to_string();
         assert!(rendered.contains("\"{{a}}:{}\""), "{rendered}");
     }
 
@@ -255,11 +339,15 @@ mod tests {
     fn unknown_placeholders_name_the_parameters() {
         let lit = LitStr::new("stock:<idd>", Span::call_site());
         let template = KeyTemplate::parse(&lit).unwrap();
-        let err = template.check(&["id".into(), "qty".into()]).unwrap_err();
+        let ident = |name: &str| Ident::new(name, Span::call_site());
+        let err = template.check(&[ident("id"), ident("qty")]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "unknown placeholder `<idd>`: the parameters are `id`, `qty`"
         );
-        assert!(template.check(&["idd".into()]).is_ok());
+        assert!(template.check(&[ident("idd")]).is_ok());
+        let raw_type = Ident::new_raw("type", Span::call_site());
+        let keyword = KeyTemplate::parse(&LitStr::new("<type>", Span::call_site())).unwrap();
+        assert!(keyword.check(&[raw_type]).is_ok());
     }
 }

@@ -119,8 +119,9 @@ impl LockConfig {
         self
     }
 
-    /// How long `acquire` waits for a busy lock when the request does not say
-    /// (default: the lock's ttl, the longest a crashed owner can block it).
+    /// How long `acquire` waits for a busy lock when the request does not say.
+    /// Unset, each lock waits up to its own ttl: the longest a crashed owner
+    /// can block it.
     pub fn default_wait(mut self, wait: Duration) -> Self {
         self.default_wait = Some(wait);
         self
@@ -164,7 +165,8 @@ impl LockConfig {
         self.default_ttl
     }
 
-    /// The default wait in force (the default ttl unless set).
+    /// The default wait in force for a lock that sets neither wait nor ttl
+    /// (a lock that sets its ttl waits up to that ttl unless this was set).
     pub fn get_default_wait(&self) -> Duration {
         self.default_wait.unwrap_or(self.default_ttl)
     }
@@ -206,19 +208,25 @@ impl LockConfig {
                 "pool_size must be at least 1; it is the number of connections lock traffic uses",
             ));
         }
-        if self.connect_timeout.is_zero() {
+        // Above a day, a timeout is a typo (and clock arithmetic would
+        // eventually overflow).
+        let day = Duration::from_secs(24 * 3600);
+        if self.connect_timeout.is_zero() || self.connect_timeout > day {
             return Err(LockError::config(
-                "connect_timeout must be greater than zero",
+                "connect_timeout must be greater than zero and at most a day",
             ));
         }
-        if self.response_timeout.is_zero() {
+        if self.response_timeout.is_zero() || self.response_timeout > day {
             return Err(LockError::config(
-                "response_timeout must be greater than zero",
+                "response_timeout must be greater than zero and at most a day",
             ));
         }
-        if self.backoff_min.is_zero() || self.backoff_min > self.backoff_max {
+        if self.backoff_min.is_zero()
+            || self.backoff_min > self.backoff_max
+            || self.backoff_max > day
+        {
             return Err(LockError::config(
-                "retry_backoff needs 0 < min <= max, e.g. (10ms, 500ms)",
+                "retry_backoff needs 0 < min <= max <= a day, e.g. (10ms, 500ms)",
             ));
         }
         Ok(())
@@ -282,6 +290,9 @@ mod tests {
             base().pool_size(0),
             base().connect_timeout(Duration::ZERO),
             base().response_timeout(Duration::ZERO),
+            base().response_timeout(Duration::MAX),
+            base().connect_timeout(Duration::MAX),
+            base().retry_backoff(Duration::from_secs(1), Duration::MAX),
             base().retry_backoff(Duration::from_secs(2), Duration::from_secs(1)),
         ];
         for config in bad {

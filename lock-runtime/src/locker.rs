@@ -9,7 +9,7 @@ use tracing::Instrument;
 use crate::backend::AcquireReply;
 use crate::backend::redis::RedisBackend;
 use crate::keys::LockKeys;
-use crate::lease::Lease;
+use crate::lease::{Lease, validity_end};
 use crate::stats::{Counters, LockerStats};
 use crate::token::OwnerToken;
 use crate::wait::{Backoff, ReleaseListener, Subscription, Timeouts};
@@ -154,7 +154,8 @@ impl LockRequest {
     }
 
     /// Longest time [`acquire`](Self::acquire) waits for a busy lock
-    /// (default: the config's `default_wait`). Zero tries once.
+    /// (default: the config's `default_wait` if set, else this lock's ttl).
+    /// Zero tries once.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
@@ -177,9 +178,13 @@ impl LockRequest {
     /// Dropping the returned future part-way is safe: a lock it may have
     /// taken is released in the background.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let config = &self.locker.inner.config;
+        // Unset: the config's default wait, else this lock's own ttl (the
+        // longest a crashed owner can block it).
         let wait = self
             .wait
-            .unwrap_or_else(|| self.locker.inner.config.get_default_wait());
+            .or(config.default_wait)
+            .unwrap_or_else(|| self.ttl.unwrap_or(config.default_ttl));
         let counters = self.locker.inner.counters.clone();
         let result = self.run(wait).await;
         if matches!(result, Err(LockError::Timeout { .. })) {
@@ -258,17 +263,28 @@ impl<'a> Attempt<'a> {
             let (sent_at, reply) = self.send().await?;
             let pttl = match reply {
                 AcquireReply::Acquired { fence } => {
-                    return Ok(self.granted(fence, sent_at, started, contended));
+                    let ttl = Duration::from_millis(self.ttl_ms);
+                    if validity_end(sent_at, ttl) > Instant::now() {
+                        return Ok(self.granted(fence, sent_at, started, contended));
+                    }
+                    // The answer came back after the lease could have run
+                    // out, so the lock may already be someone else's. Stay
+                    // armed and ask again with the same token: the script
+                    // refreshes the lease if it is still ours.
+                    tracing::debug!(
+                        "acquire answered after its lease could have expired; asking again"
+                    );
+                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                        return Err(self.timeout(started));
+                    }
+                    continue;
                 }
                 AcquireReply::Busy { pttl } => pttl,
             };
             contended = true;
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
-                return Err(LockError::Timeout {
-                    key: self.keys.name().to_owned(),
-                    waited: now - started,
-                });
+                return Err(self.timeout(started));
             }
             if !subscribed_once {
                 // Subscribe, then try again at once: a release between our
@@ -331,6 +347,13 @@ impl<'a> Attempt<'a> {
         Ok((sent_at, reply))
     }
 
+    fn timeout(&self, started: Instant) -> LockError {
+        LockError::Timeout {
+            key: self.keys.name().to_owned(),
+            waited: started.elapsed(),
+        }
+    }
+
     fn granted(
         &mut self,
         fence: u64,
@@ -354,7 +377,7 @@ impl<'a> Attempt<'a> {
             self.conn,
             sent_at,
         ));
-        locker.watchdog().watch(lease.clone(), self.renew);
+        locker.watchdog().watch(lease.clone(), self.renew, sent_at);
         tracing::debug!(
             key = self.keys.name(),
             fence,

@@ -75,6 +75,12 @@ pub async fn run_locked<F: Future>(
     }
     let guard = request.acquire().await?;
     let handle = guard.handle();
+    if !handle.is_held() {
+        // Granted, but with no validity left to run the body in.
+        return Err(LockError::Lost {
+            key: guard.key().to_owned(),
+        });
+    }
     let outcome = match options.on_lost {
         OnLost::Cancel => {
             let lost = handle.lost();

@@ -152,13 +152,31 @@ fn notify(channels: &Mutex<HashMap<String, Channel>>, only: Option<&str>) {
     }
 }
 
+/// Pause before the first reconnect after a failure; doubles up to
+/// [`MAX_PAUSE`] while failures go on.
+const MIN_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+/// A session that lasted this long counts as healthy: the next reconnect
+/// starts again from [`MIN_PAUSE`].
+const HEALTHY_SESSION: Duration = Duration::from_secs(1);
+
+/// How a pub/sub session ended.
+enum SessionEnd {
+    /// Every locker handle is gone: the task ends.
+    Shutdown,
+    /// Connection or command failed; try again after a pause.
+    Failed,
+    /// The server refuses SUBSCRIBE (ACL): waiters rely on their timers.
+    NotPermitted,
+}
+
 async fn run(
     client: redis::Client,
     timeouts: Timeouts,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     mut inbox: mpsc::UnboundedReceiver<Command>,
 ) {
-    let mut reconnect_pause = Duration::from_millis(50);
+    let mut pause = MIN_PAUSE;
     loop {
         // Idle until someone waits: a process that never contends never
         // opens the pub/sub connection.
@@ -170,73 +188,111 @@ async fn run(
                 None => return,
             }
         }
-        let connection = tokio::time::timeout(timeouts.connect, client.get_async_pubsub()).await;
-        let Ok(Ok(pubsub)) = connection else {
-            tracing::debug!("release listener cannot connect; waiters fall back to their timers");
-            drop(pending); // unblocks the waiters: unconfirmed
-            if sleep_draining(&mut inbox, reconnect_pause).await.is_err() {
-                return;
-            }
-            reconnect_pause = (reconnect_pause * 2).min(Duration::from_secs(1));
-            continue;
-        };
-        reconnect_pause = Duration::from_millis(50);
-        let (mut sink, mut messages) = pubsub.split();
-        let mut subscribed = HashSet::new();
-        let wanted: Vec<String> = lock(&channels).keys().cloned().collect();
-        if !wanted.is_empty() {
-            if !bounded(timeouts.response, sink.subscribe(&wanted)).await {
-                continue;
-            }
-            subscribed.extend(wanted);
-        }
-        for confirmed in pending {
-            let _ = confirmed.send(true);
-        }
+        let started = std::time::Instant::now();
+        let end = session(&client, timeouts, &channels, &mut inbox, pending).await;
         // Anything published while we were not listening was missed.
         notify(&channels, None);
-        loop {
-            tokio::select! {
-                command = inbox.recv() => match command {
-                    Some(Command::Subscribe { channel, confirmed }) => {
-                        if !subscribed.contains(&channel) {
-                            if !bounded(timeouts.response, sink.subscribe(&channel)).await {
-                                break;
-                            }
-                            subscribed.insert(channel);
-                        }
-                        let _ = confirmed.send(true);
-                    }
-                    Some(Command::Unsubscribe { channel }) => {
-                        // A new waiter may have come for it meanwhile.
-                        let still_wanted = lock(&channels).contains_key(&channel);
-                        if !still_wanted
-                            && subscribed.remove(&channel)
-                            && !bounded(timeouts.response, sink.unsubscribe(&channel)).await
-                        {
-                            break;
-                        }
-                    }
-                    None => return,
-                },
-                message = messages.next() => match message {
-                    Some(message) => notify(&channels, Some(message.get_channel_name())),
-                    None => break,
-                },
+        match end {
+            SessionEnd::Shutdown => return,
+            SessionEnd::NotPermitted => {
+                tracing::warn!(
+                    "the Redis user may not SUBSCRIBE; waiters fall back to backoff polling"
+                );
+                refuse_all(&mut inbox).await;
+                return;
+            }
+            SessionEnd::Failed => {
+                if started.elapsed() >= HEALTHY_SESSION {
+                    pause = MIN_PAUSE;
+                }
+                tracing::debug!(?pause, "release listener lost its connection; reconnecting");
+                if sleep_draining(&mut inbox, pause).await.is_err() {
+                    return;
+                }
+                pause = pause.saturating_mul(2).min(MAX_PAUSE);
             }
         }
-        tracing::debug!("release listener lost its connection; reconnecting");
-        notify(&channels, None);
     }
 }
 
-/// Runs one pub/sub command within `limit`; false when it failed or stalled
-/// (the caller then drops the connection and starts over).
+/// One connection's life: subscribe to every wanted channel, then serve
+/// subscription requests and dispatch release messages until it fails.
+async fn session(
+    client: &redis::Client,
+    timeouts: Timeouts,
+    channels: &Mutex<HashMap<String, Channel>>,
+    inbox: &mut mpsc::UnboundedReceiver<Command>,
+    pending: Vec<oneshot::Sender<bool>>,
+) -> SessionEnd {
+    // Dropping `pending` on failure unblocks those waiters, unconfirmed.
+    let Ok(Ok(pubsub)) = tokio::time::timeout(timeouts.connect, client.get_async_pubsub()).await
+    else {
+        return SessionEnd::Failed;
+    };
+    let (mut sink, mut messages) = pubsub.split();
+    let mut subscribed = HashSet::new();
+    let wanted: Vec<String> = lock(channels).keys().cloned().collect();
+    if !wanted.is_empty() {
+        if let Err(end) = bounded(timeouts.response, sink.subscribe(&wanted)).await {
+            return end;
+        }
+        subscribed.extend(wanted);
+    }
+    // Wake the waiters before confirming, so that a waiter confirmed here
+    // does not also see this wake-up as a release.
+    notify(channels, None);
+    for confirmed in pending {
+        let _ = confirmed.send(true);
+    }
+    loop {
+        tokio::select! {
+            command = inbox.recv() => match command {
+                Some(Command::Subscribe { channel, confirmed }) => {
+                    if !subscribed.contains(&channel) {
+                        if let Err(end) = bounded(timeouts.response, sink.subscribe(&channel)).await {
+                            return end;
+                        }
+                        subscribed.insert(channel);
+                    }
+                    let _ = confirmed.send(true);
+                }
+                Some(Command::Unsubscribe { channel }) => {
+                    // A new waiter may have come for it meanwhile.
+                    let still_wanted = lock(channels).contains_key(&channel);
+                    if !still_wanted
+                        && subscribed.remove(&channel)
+                        && let Err(end) = bounded(timeouts.response, sink.unsubscribe(&channel)).await
+                    {
+                        return end;
+                    }
+                }
+                None => return SessionEnd::Shutdown,
+            },
+            message = messages.next() => match message {
+                Some(message) => notify(channels, Some(message.get_channel_name())),
+                None => return SessionEnd::Failed,
+            },
+        }
+    }
+}
+
+/// After SUBSCRIBE was refused for good: answer every request at once,
+/// unconfirmed, until the locker is dropped.
+async fn refuse_all(inbox: &mut mpsc::UnboundedReceiver<Command>) {
+    while inbox.recv().await.is_some() {}
+}
+
+/// Runs one pub/sub command within `limit`; on failure, says how the
+/// session ends (the caller then drops the connection).
 async fn bounded(
     limit: Duration,
     call: impl std::future::Future<Output = redis::RedisResult<()>>,
-) -> bool {
-    matches!(tokio::time::timeout(limit, call).await, Ok(Ok(())))
+) -> Result<(), SessionEnd> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) if err.code() == Some("NOPERM") => Err(SessionEnd::NotPermitted),
+        Ok(Err(_)) | Err(_) => Err(SessionEnd::Failed),
+    }
 }
 
 /// Sleeps for `pause`, turning away subscription requests meanwhile (their

@@ -35,8 +35,14 @@ pub(crate) struct Watchdog {
 }
 
 enum Command {
-    Watch { lease: Arc<Lease>, renew: bool },
-    Forget { id: u64 },
+    Watch {
+        lease: Arc<Lease>,
+        renew: bool,
+        sent_at: Instant,
+    },
+    Forget {
+        id: u64,
+    },
 }
 
 impl Watchdog {
@@ -47,10 +53,15 @@ impl Watchdog {
         Self { commands }
     }
 
-    /// Starts watching a freshly acquired lease.
-    pub(crate) fn watch(&self, lease: Arc<Lease>, renew: bool) {
+    /// Starts watching a freshly acquired lease, whose acquire request was
+    /// sent at `sent_at`.
+    pub(crate) fn watch(&self, lease: Arc<Lease>, renew: bool, sent_at: Instant) {
         // Only fails when the task is gone, i.e. the runtime is shutting down.
-        let _ = self.commands.send(Command::Watch { lease, renew });
+        let _ = self.commands.send(Command::Watch {
+            lease,
+            renew,
+            sent_at,
+        });
     }
 
     /// Stops watching a lease (released, or its guard dropped).
@@ -96,7 +107,9 @@ async fn run(
         let wake_at = schedule.next_event();
         tokio::select! {
             command = inbox.recv() => match command {
-                Some(Command::Watch { lease, renew }) => schedule.watch(lease, renew),
+                Some(Command::Watch { lease, renew, sent_at }) => {
+                    schedule.watch(lease, renew, sent_at);
+                }
                 Some(Command::Forget { id }) => schedule.forget(id),
                 None => return,
             },
@@ -149,13 +162,13 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 }
 
 impl Schedule {
-    fn watch(&mut self, lease: Arc<Lease>, renew: bool) {
+    fn watch(&mut self, lease: Arc<Lease>, renew: bool, sent_at: Instant) {
         let id = lease.id;
         let renew_every = lease.ttl / 3;
         let valid_until = lease.valid_until();
-        // A renewal scheduled from "now" is at most slightly early: the
-        // lease started when its request was sent, a moment ago.
-        let due = renew.then(|| Instant::now() + renew_every);
+        // Counted from the send, like the lease itself: after a slow reply
+        // the first renewal is simply due sooner (or at once).
+        let due = renew.then(|| sent_at + renew_every);
         if let Some(due) = due {
             self.renewals.insert((due, id));
         }

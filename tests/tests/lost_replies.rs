@@ -88,3 +88,33 @@ async fn an_acquire_abandoned_in_flight_leaves_no_lock_behind() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_arrives_after_its_lease_could_have_ended_is_not_handed_out() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let locker = Locker::connect(LockConfig::from_url(&proxy.url()).unwrap())
+        .await
+        .unwrap();
+    let warm = locker.lock("slow").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
+    // Every answer takes 300 ms to come back; a 100 ms lease is always over
+    // by then, so no guard may be handed out: someone else may hold it.
+    proxy.set_latency(Duration::from_millis(150));
+    let result = locker
+        .lock("slow")
+        .ttl(Duration::from_millis(100))
+        .wait(Duration::from_millis(500))
+        .acquire()
+        .await;
+    match result {
+        Err(lock_runtime::LockError::Timeout { .. }) => {}
+        Err(other) => panic!("expected a timeout, got {other}"),
+        Ok(guard) => panic!("handed out a lease that had already run out: {guard:?}"),
+    }
+    assert_eq!(
+        locker.stats().acquired,
+        1,
+        "only the warm-up lock was granted"
+    );
+}

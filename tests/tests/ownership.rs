@@ -134,26 +134,6 @@ async fn a_dropped_guard_is_released_in_the_background() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_waiter_leaves_no_lock_behind() {
-    let server = RedisServer::start();
-    let (a, b) = (locker(&server).await, locker(&server).await);
-    let holder = a.lock("cancelled").acquire().await.unwrap();
-    let waiting = b.lock("cancelled").wait(Duration::from_secs(10)).acquire();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), waiting)
-            .await
-            .is_err()
-    );
-    assert!(holder.release().await.unwrap());
-    // Give any (wrong) leftover a moment to show up.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        server.cmd(&["EXISTS", "lock:{cancelled}"]),
-        redis::Value::Int(0)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_use_the_prefix_and_one_hash_tag() {
     let server = RedisServer::start();
     let config = LockConfig::from_url(&server.url())

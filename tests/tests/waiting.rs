@@ -144,3 +144,77 @@ async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
         other => panic!("PUBSUB NUMSUB: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_wait_a_lock_waits_up_to_its_own_ttl() {
+    let server = RedisServer::start();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, None).await;
+    assert_eq!(waiter.config().get_default_ttl(), Duration::from_secs(30));
+    let _guard = holder.lock("own-ttl").acquire().await.unwrap();
+    let started = Instant::now();
+    let result = waiter
+        .lock("own-ttl")
+        .ttl(Duration::from_millis(300))
+        .acquire()
+        .await;
+    assert!(
+        matches!(result, Err(lock_runtime::LockError::Timeout { .. })),
+        "{result:?}"
+    );
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "waited {waited:?}, the config's 30 s ttl?"
+    );
+}
+
+fn connections_received(server: &RedisServer) -> u64 {
+    let redis::Value::BulkString(info) = server.cmd(&["INFO", "stats"]) else {
+        panic!("INFO stats is not a bulk string");
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received in INFO stats")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_may_not_subscribe_waits_on_timers_without_reconnecting() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "nosub",
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "-subscribe",
+    ]);
+    let url = format!("redis://nosub@127.0.0.1:{}/", server.port());
+    let holder = locker(&server, None).await;
+    let waiter = Locker::connect(
+        LockConfig::from_url(&url)
+            .unwrap()
+            .retry_backoff(Duration::from_millis(20), Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    let guard = holder.lock("acl").acquire().await.unwrap();
+    let before = connections_received(&server);
+    let release = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(guard.release().await.unwrap());
+    };
+    let wait = waiter.lock("acl").wait(Duration::from_secs(10)).acquire();
+    let ((), acquired) = tokio::join!(release, wait);
+    let guard = acquired.expect("the waiter never got the lock on its timers");
+    assert!(guard.is_held());
+    let opened = connections_received(&server) - before;
+    // One refused pub/sub connection is fine; a reconnect loop is not.
+    assert!(opened <= 3, "{opened} connections opened while waiting");
+}
