@@ -1,0 +1,1 @@
+//! Benchmarks of lock-runtime against raw redis-rs commands and rslock.
