@@ -105,6 +105,10 @@ pub async fn run_locked<F: Future>(
             key: guard.key().to_owned(),
         });
     };
+    // Finished, but was the lock still ours at the end? A process paused
+    // past its lease (GC, swap, SIGSTOP) can finish before the watchdog
+    // gets to say so; the local validity check catches that.
+    let held_to_the_end = handle.is_held();
     let key = guard.key().to_owned();
     match guard.release().await {
         Ok(true) => {}
@@ -113,6 +117,9 @@ pub async fn run_locked<F: Future>(
         Err(err) => {
             tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
         }
+    }
+    if !held_to_the_end && options.on_lost == OnLost::Cancel {
+        return Err(LockError::Lost { key });
     }
     Ok(output)
 }

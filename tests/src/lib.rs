@@ -17,6 +17,7 @@
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
+pub mod chaos;
 pub mod fault_proxy;
 pub mod net;
 pub mod redis_server;
@@ -29,3 +30,9 @@ pub use fault_proxy::FaultProxy;
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;
 pub use worker::Worker;
+
+/// Nanoseconds on the machine-wide monotonic clock (CLOCK_MONOTONIC), so
+/// that times recorded by different test processes can be compared.
+pub fn monotonic_ns() -> u64 {
+    sys::monotonic_ns()
+}

@@ -85,3 +85,18 @@ pub(crate) fn bind_without_listening() -> io::Result<(OwnedFd, u16)> {
     }
     Ok((socket, u16::from_be(addr.sin_port)))
 }
+
+/// Nanoseconds on CLOCK_MONOTONIC: one clock for every process on this
+/// machine, so that time intervals recorded by different worker processes
+/// can be compared (std's `Instant` cannot be shared across processes).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
+    secs * 1_000_000_000 + nanos
+}

@@ -3,11 +3,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// A running worker process; killed (and reaped) on drop.
 pub struct Worker {
     child: Option<Child>,
+    /// Lines the worker printed, read by a thread as they come.
+    lines: Receiver<String>,
 }
 
 impl Worker {
@@ -22,10 +25,23 @@ impl Worker {
             .stderr(Stdio::piped());
         // Die with the test process, even if it is killed.
         crate::sys::kill_with_parent(&mut command);
-        let child = command
+        let mut child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start worker {exe}: {err}"));
-        Self { child: Some(child) }
+        let (sender, lines) = std::sync::mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if sender.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Self {
+            child: Some(child),
+            lines,
+        }
     }
 
     /// The worker's process id.
@@ -33,30 +49,22 @@ impl Worker {
         self.child.as_ref().map_or(0, Child::id)
     }
 
-    /// Reads stdout lines until one starts with `prefix` and returns it;
-    /// panics (after killing the worker) if none comes within `limit`.
+    /// Waits for the next stdout line that starts with `prefix` and returns
+    /// it; panics (after killing the worker) if none comes within `limit`.
     pub fn expect_line(&mut self, prefix: &str, limit: Duration) -> String {
-        let Some(stdout) = self.child.as_mut().and_then(|c| c.stdout.take()) else {
-            panic!("worker stdout already consumed");
-        };
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let wanted = prefix.to_owned();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with(&wanted) {
-                    let _ = sender.send(line);
-                    return;
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => {}
+                Err(_) => {
+                    let output = self.kill_and_collect();
+                    panic!(
+                        "worker printed no `{prefix}` line within {limit:?}; stderr:\n{}",
+                        String::from_utf8_lossy(&output.stderr)
+                    );
                 }
-            }
-        });
-        match receiver.recv_timeout(limit) {
-            Ok(line) => line,
-            Err(_) => {
-                let output = self.kill_and_collect();
-                panic!(
-                    "worker printed no `{prefix}` line within {limit:?}; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
             }
         }
     }
@@ -80,6 +88,27 @@ impl Worker {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGSTOP: the whole process freezes, as in a long GC pause or swap.
+    pub fn pause(&self) {
+        if let Err(err) = crate::sys::send_signal(self.pid(), libc::SIGSTOP) {
+            panic!("cannot SIGSTOP worker {}: {err}", self.pid());
+        }
+    }
+
+    /// SIGCONT after [`Self::pause`].
+    pub fn resume(&self) {
+        if let Err(err) = crate::sys::send_signal(self.pid(), libc::SIGCONT) {
+            panic!("cannot SIGCONT worker {}: {err}", self.pid());
+        }
+    }
+
+    /// Whether the process is still running (not exited, not killed).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
     }
 
     /// kill -9, as a crash or an OOM kill would.

@@ -8,10 +8,21 @@
 //!     --attribute, through a `#[distributed_lock]` fn on the global locker.
 //! lock_worker config-from-env
 //!     Prints `ok <config>` or `config error <message>` for LockConfig::from_env().
+//! lock_worker chaos <url> <resources> <tasks> <seconds> <record-file>
+//!     Tasks take locks on random resources through `#[distributed_lock]`
+//!     and write to the fenced store, appending one line per acquisition to
+//!     <record-file> for the chaos checker.
+//! lock_worker victim <url> <lock-key>
+//!     Takes the lock (500 ms lease, on_lost = "continue"), prints
+//!     `acquired <fence>`, pauses 300 ms (the test freezes it there), then
+//!     writes to the fenced store and prints
+//!     `late-write accepted=<bool> held=<bool>`.
 //! lock_worker hold <url> <lock-key> <ttl-ms>
 //!     Takes the lock, prints `acquired <fence>`, and keeps it (renewed by
 //!     the watchdog) until killed, or for at most 60 s.
 //! ```
+
+mod chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,6 +68,11 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             }
+            ["chaos", url, keys, tasks, seconds, record_file] => {
+                let (keys, tasks, seconds) = (parse(keys)?, parse(tasks)?, parse(seconds)?);
+                chaos::run(url, keys, tasks, seconds, record_file).await
+            }
+            ["victim", url, key] => victim(url, key).await,
             ["hold", url, key, ttl_ms] => hold(url, key, parse(ttl_ms)?).await,
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
@@ -147,6 +163,43 @@ async fn add_one_locked(
     counter: &str,
 ) -> Result<(), LockError> {
     add_one(redis, counter).await
+}
+
+/// The body of `victim`: a holder that goes on writing after its lease.
+#[distributed_lock(key = "<key>", ttl = "500ms", wait = "5s", on_lost = "continue")]
+async fn write_late(
+    key: &str,
+    store: &mut MultiplexedConnection,
+) -> Result<(bool, bool), LockError> {
+    let Some(lock) = lock_runtime::current() else {
+        return Err(LockError::Config("no lock in an annotated body".into()));
+    };
+    println!("acquired {}", lock.fence());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (highest, log) = lock_tests::chaos::store_keys(key);
+    let accepted: i64 = redis::Script::new(lock_tests::chaos::STORE_SCRIPT)
+        .key(highest)
+        .key(log)
+        .arg(lock.fence())
+        .arg("victim")
+        .invoke_async(store)
+        .await?;
+    Ok((accepted == 1, lock.is_held()))
+}
+
+async fn victim(url: &str, key: &str) -> Result<(), String> {
+    lock_runtime::init(LockConfig::from_url(url).map_err(text)?)
+        .await
+        .map_err(text)?;
+    let client = redis::Client::open(url).map_err(text)?;
+    let mut store = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(text)?;
+    let (accepted, held) = write_late(key, &mut store).await.map_err(text)?;
+    println!("late-write accepted={accepted} held={held}");
+    Ok(())
 }
 
 async fn hold(url: &str, key: &str, ttl_ms: u64) -> Result<(), String> {
