@@ -6,7 +6,8 @@
 //!   round trips per tick, not 10,000 timers.
 //! - A renewal answered 0 means the key is gone or someone else's: *lost*, at once.
 //! - A renewal that errors is retried until the lease's local validity
-//!   (ttl - time since the request was sent - drift) runs out; then *lost*.
+//!   (ttl - time since the request was sent - drift - a 5 % reaction margin)
+//!   runs out; then *lost*.
 //!   That deadline is a timer of its own, so a renewal stuck on a frozen
 //!   server cannot delay the signal: the owner hears of the loss before the
 //!   key can expire on the server.

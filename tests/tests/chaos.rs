@@ -166,7 +166,10 @@ async fn partition_trial(server: &RedisServer, trial: usize) -> Result<(), Strin
     proxy.blackhole(true);
     // Let anything already forwarded land; from now on nothing renews it.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let expires_at = Instant::now() + pttl(server, &format!("lock:{{{key}}}"));
+    // A lower bound of the expiry: the server read its PTTL (whole ms,
+    // rounded down) after this instant.
+    let asked_at = Instant::now();
+    let expires_at = asked_at + pttl(server, &format!("lock:{{{key}}}"));
     let signalled = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await;
     let signalled_at = Instant::now();
     proxy.blackhole(false);

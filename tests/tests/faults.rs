@@ -47,18 +47,30 @@ async fn a_frozen_server_is_reported_lost_before_the_ttl_runs_out() {
     let locker = Locker::connect(config(&server.url())).await.unwrap();
     let ttl = Duration::from_millis(1500);
     let guard = locker.lock("frozen").ttl(ttl).acquire().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Freeze right after a renewal, so that none can land between reading
+    // the server's PTTL and the freeze (it would move the expiry).
+    let renewed = locker.stats().renewed;
+    while locker.stats().renewed == renewed {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // What the server itself says is left of the lease; frozen, nothing
+    // renews it. A lower bound of the expiry: the server read its PTTL
+    // (whole ms, rounded down) after `asked_at`.
+    let asked_at = Instant::now();
+    let pttl = match server.cmd(&["PTTL", "lock:{frozen}"]) {
+        redis::Value::Int(ms) => Duration::from_millis(u64::try_from(ms).unwrap()),
+        other => panic!("PTTL: {other:?}"),
+    };
+    let expires_at = asked_at + pttl;
     server.pause();
-    // The server can no longer renew anything: its key would expire at the
-    // latest one ttl after the last renewal, which came before this instant.
-    let paused_at = Instant::now();
     let reported = tokio::time::timeout(ttl * 2, guard.lost()).await;
-    let after = paused_at.elapsed();
+    let reported_at = Instant::now();
     server.resume();
     reported.expect("no loss reported for a frozen server");
     assert!(
-        after < ttl,
-        "loss reported {after:?} after the freeze; the key may already be free"
+        reported_at < expires_at,
+        "loss reported {:?} after the key could expire",
+        reported_at - expires_at
     );
     assert!(!guard.is_held());
 }
