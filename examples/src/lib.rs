@@ -1,79 +1,13 @@
-//! Shared helpers of the runnable examples in `src/bin/`.
+//! Shared pieces of the runnable examples in `src/bin/`.
+//!
+//! - [`DemoRedis`]: the Redis a demo talks to (found, or started for it).
+//! - [`Flags`]: the examples' `--name value` command lines.
+//! - [`shop`]: an HTTP order service whose handler is a
+//!   `#[distributed_lock]` function, and a load driver for it.
 
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+pub mod demo_redis;
+pub mod flags;
+pub mod shop;
 
-/// A Redis server for a demo: the one named by `REDIS_URL`, else one on
-/// 127.0.0.1:6379, else a throwaway `redis-server` started on a free port
-/// and stopped when this value is dropped.
-pub struct DemoRedis {
-    url: String,
-    child: Option<Child>,
-}
-
-impl DemoRedis {
-    /// Finds or starts a server; the error says how to get one.
-    pub fn find_or_start() -> Result<Self, String> {
-        if let Ok(url) = std::env::var("REDIS_URL") {
-            return Ok(Self { url, child: None });
-        }
-        let default = std::net::SocketAddr::from(([127, 0, 0, 1], 6379));
-        if TcpStream::connect_timeout(&default, Duration::from_millis(300)).is_ok() {
-            return Ok(Self {
-                url: "redis://127.0.0.1:6379/".to_owned(),
-                child: None,
-            });
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port for a demo server: {e}"))?
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|_| {
-                "no Redis answers on 127.0.0.1:6379 and `redis-server` is not installed; \
-                 install it (`apt-get install -y redis-server`) or set REDIS_URL"
-                    .to_owned()
-            })?;
-        let server = Self {
-            url: format!("redis://127.0.0.1:{port}/"),
-            child: Some(child),
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err("the demo redis-server did not start within 5 s".to_owned());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("started a throwaway redis-server on port {port} for this demo");
-        Ok(server)
-    }
-
-    /// The server's URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-}
-
-impl Drop for DemoRedis {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+pub use demo_redis::{DemoRedis, data_connection, forget_demo_lock};
+pub use flags::Flags;

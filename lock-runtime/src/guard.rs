@@ -101,7 +101,9 @@ impl LockGuard {
             .release(self.lease().conn, &self.lease().keys, &self.lease().token)
             .await?;
         self.released = true;
-        Counters::bump(&self.locker.counters().released);
+        if deleted {
+            Counters::bump(&self.locker.counters().released);
+        }
         Ok(deleted)
     }
 }
@@ -125,7 +127,8 @@ impl Drop for LockGuard {
         let lease = self.lease().clone();
         runtime.spawn(async move {
             match locker.backend().release(lease.conn, &lease.keys, &lease.token).await {
-                Ok(_) => Counters::bump(&locker.counters().released),
+                Ok(true) => Counters::bump(&locker.counters().released),
+                Ok(false) => {}
                 Err(err) => tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire"),
             }
         });

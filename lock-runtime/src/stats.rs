@@ -32,7 +32,8 @@ pub struct LockerStats {
     pub renewal_errors: u64,
     /// Leases reported lost.
     pub lost: u64,
-    /// Locks released by their holder (explicitly or by dropping the guard).
+    /// Locks released by their holder (explicitly or by dropping the guard)
+    /// while still theirs; releasing a lock already lost does not count.
     pub released: u64,
 }
 

@@ -1,0 +1,60 @@
+//! An HTTP order service whose handler carries `#[distributed_lock]`.
+//!
+//! ```text
+//! cargo run -p lock-examples --bin http_service -- [--port 3000] [--stock 10]
+//! curl -i -X POST http://127.0.0.1:3000/orders/42   # 201, then 422 once sold out
+//! curl -i http://127.0.0.1:3000/stock/42
+//! ```
+//! Stocks SKU 42 and serves on 127.0.0.1 until Ctrl-C. Start a second copy
+//! on another port against the same `REDIS_URL` and the two never sell the
+//! same unit. The handler is in `src/shop/orders.rs`, its error mapping
+//! (lock timeout -> 409 + `Retry-After`) in `src/shop/error.rs`.
+
+use std::process::ExitCode;
+
+use lock_examples::shop::{Shop, bind_loopback};
+use lock_examples::{DemoRedis, Flags};
+
+/// The SKU the demo stocks.
+const SKU: &str = "42";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("http_service: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), String> {
+    let flags = Flags::parse(std::env::args().skip(1), &["port", "stock"])?;
+    let port = u16::try_from(flags.number("port", 3000)?).map_err(|_| "--port: too large")?;
+    let stock = flags.number("stock", 10)?;
+    // Kept alive until the end of `run`: a throwaway server stops on drop.
+    let server = DemoRedis::find_or_start()?;
+    let shop = Shop::connect(server.url())
+        .await
+        .map_err(|e| e.to_string())?;
+    shop.restock(SKU, stock).await.map_err(|e| e.to_string())?;
+    let (listener, addr) = bind_loopback(port)
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+    println!("selling {stock} units of SKU {SKU} on http://{addr} (Ctrl-C to stop)");
+    println!("  curl -i -X POST http://{addr}/orders/{SKU}");
+    println!("  curl -i http://{addr}/stock/{SKU}");
+    let shutdown = async {
+        // If the signal handler cannot be installed, serve until killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    // Graceful: orders in flight finish, and release their locks, first.
+    shop.serve(listener, shutdown)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("stopped");
+    Ok(())
+}
