@@ -218,3 +218,52 @@ async fn a_user_who_may_not_subscribe_waits_on_timers_without_reconnecting() {
     // One refused pub/sub connection is fine; a reconnect loop is not.
     assert!(opened <= 3, "{opened} connections opened while waiting");
 }
+
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let redis::Value::BulkString(info) = server.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats is not a bulk string");
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_waiter_not_the_whole_line() {
+    const WAITERS: u64 = 32;
+    let server = RedisServer::start();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, Some(SLOW_BACKOFF)).await;
+    let guard = holder.lock("queue").acquire().await.unwrap();
+    let mut line = Vec::new();
+    for _ in 0..WAITERS {
+        let waiter = waiter.clone();
+        line.push(tokio::spawn(async move {
+            let request = waiter.lock("queue").wait(Duration::from_secs(15));
+            let guard = request.acquire().await.unwrap();
+            assert!(guard.release().await.unwrap());
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = evalsha_calls(&server);
+    assert!(guard.release().await.unwrap());
+    for task in line {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("a waiter was never woken")
+            .unwrap();
+    }
+    let calls = evalsha_calls(&server) - before;
+    let stats = waiter.stats();
+    assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
+    // Each waiter: one acquire on its wake-up and one release, plus a few
+    // retries when a wake-up raced a newcomer. Waking the whole line on
+    // every release would take about WAITERS * WAITERS / 2 calls.
+    assert!(
+        calls <= 4 * WAITERS,
+        "{calls} scripts for {WAITERS} handoffs"
+    );
+}

@@ -1,26 +1,20 @@
-//! Waiting for a busy lock without polling it.
-//!
-//! A waiter subscribes to the lock's release channel, tries again, and then
-//! sleeps until whichever comes first: a release message, the end of the
-//! owner's lease (the PTTL the acquire script returned), or a capped,
-//! jittered backoff that only matters when a message was missed.
-//!
-//! All waiters of one [`Locker`](crate::Locker) share one pub/sub connection,
-//! owned by a listener task that (re)subscribes to exactly the channels
-//! someone waits on. After a reconnect it wakes every waiter, since a release
-//! may have been published while the connection was down.
+//! The release listener: one pub/sub connection per locker, owned by a
+//! task that subscribes to exactly the channels someone waits on, turns each
+//! release message into a wake-up, and reconnects (and resubscribes) when
+//! the connection drops.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
+
+use super::waiters::{Subscription, Waiters};
 
 /// Handle to the listener task; the task ends when every handle is dropped.
 #[derive(Clone)]
 pub(crate) struct ReleaseListener {
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    waiters: Waiters,
     commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -29,13 +23,6 @@ pub(crate) struct ReleaseListener {
 pub(crate) struct Timeouts {
     pub(crate) connect: Duration,
     pub(crate) response: Duration,
-}
-
-/// One channel somebody in this process waits on.
-struct Channel {
-    /// Bumped on every release message (and on every reconnect).
-    releases: watch::Sender<u64>,
-    waiters: usize,
 }
 
 enum Command {
@@ -48,43 +35,25 @@ enum Command {
     },
 }
 
-/// One waiter's interest in one release channel; unsubscribes on drop.
-pub(crate) struct Subscription {
-    listener: ReleaseListener,
-    channel: String,
-    releases: watch::Receiver<u64>,
-}
-
 impl ReleaseListener {
     /// Starts the listener task on the current runtime. It connects only
     /// when the first waiter arrives.
     pub(crate) fn start(client: redis::Client, timeouts: Timeouts) -> Self {
-        let channels = Arc::new(Mutex::new(HashMap::new()));
+        let waiters = Waiters::default();
         let (commands, inbox) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, timeouts, channels.clone(), inbox));
-        Self { channels, commands }
+        tokio::spawn(run(client, timeouts, waiters.clone(), inbox));
+        Self { waiters, commands }
     }
 
-    /// Subscribes to `channel`; returns once the server confirmed the
-    /// subscription (or the listener could not get it, in which case the
-    /// waiter still works, on its timers alone).
+    /// Joins the line of waiters on `channel`; returns once the server
+    /// confirmed the subscription (or the listener could not get it, in
+    /// which case the waiter still works, on its timers alone).
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
-        let releases = {
-            let mut channels = lock(&self.channels);
-            let entry = channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| Channel {
-                    releases: watch::Sender::new(0),
-                    waiters: 0,
-                });
-            entry.waiters += 1;
-            entry.releases.subscribe()
+        let commands = self.commands.clone();
+        let unsubscribe = move |channel| {
+            let _ = commands.send(Command::Unsubscribe { channel });
         };
-        let subscription = Subscription {
-            listener: self.clone(),
-            channel: channel.to_owned(),
-            releases,
-        };
+        let subscription = self.waiters.join(channel, Box::new(unsubscribe));
         let (confirmed, confirmation) = oneshot::channel();
         let request = Command::Subscribe {
             channel: channel.to_owned(),
@@ -94,61 +63,6 @@ impl ReleaseListener {
             let _ = confirmation.await;
         }
         subscription
-    }
-}
-
-impl Subscription {
-    /// Forgets releases seen so far; call right before trying to acquire, so
-    /// that a release after the try is never missed.
-    pub(crate) fn mark_seen(&mut self) {
-        self.releases.borrow_and_update();
-    }
-
-    /// Completes at the first release (or reconnect) since [`Self::mark_seen`].
-    pub(crate) async fn released(&mut self) {
-        if self.releases.changed().await.is_err() {
-            // Listener gone: only the waiter's timers can wake it now.
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let mut channels = lock(&self.listener.channels);
-        if let Some(entry) = channels.get_mut(&self.channel) {
-            entry.waiters -= 1;
-            if entry.waiters == 0 {
-                channels.remove(&self.channel);
-                let channel = std::mem::take(&mut self.channel);
-                let _ = self
-                    .listener
-                    .commands
-                    .send(Command::Unsubscribe { channel });
-            }
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The map stays consistent even if a holder panicked mid-update.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Wakes every waiter of every channel (or of the one named).
-fn notify(channels: &Mutex<HashMap<String, Channel>>, only: Option<&str>) {
-    let channels = lock(channels);
-    match only {
-        Some(name) => {
-            if let Some(channel) = channels.get(name) {
-                channel.releases.send_modify(|n| *n += 1);
-            }
-        }
-        None => {
-            for channel in channels.values() {
-                channel.releases.send_modify(|n| *n += 1);
-            }
-        }
     }
 }
 
@@ -173,7 +87,7 @@ enum SessionEnd {
 async fn run(
     client: redis::Client,
     timeouts: Timeouts,
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    waiters: Waiters,
     mut inbox: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut pause = MIN_PAUSE;
@@ -181,7 +95,7 @@ async fn run(
         // Idle until someone waits: a process that never contends never
         // opens the pub/sub connection.
         let mut pending = Vec::new();
-        if lock(&channels).is_empty() {
+        if waiters.is_empty() {
             match inbox.recv().await {
                 Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
                 Some(Command::Unsubscribe { .. }) => continue,
@@ -189,9 +103,9 @@ async fn run(
             }
         }
         let started = std::time::Instant::now();
-        let end = session(&client, timeouts, &channels, &mut inbox, pending).await;
+        let end = session(&client, timeouts, &waiters, &mut inbox, pending).await;
         // Anything published while we were not listening was missed.
-        notify(&channels, None);
+        waiters.wake_all();
         match end {
             SessionEnd::Shutdown => return,
             SessionEnd::NotPermitted => {
@@ -220,7 +134,7 @@ async fn run(
 async fn session(
     client: &redis::Client,
     timeouts: Timeouts,
-    channels: &Mutex<HashMap<String, Channel>>,
+    waiters: &Waiters,
     inbox: &mut mpsc::UnboundedReceiver<Command>,
     pending: Vec<oneshot::Sender<bool>>,
 ) -> SessionEnd {
@@ -231,7 +145,7 @@ async fn session(
     };
     let (mut sink, mut messages) = pubsub.split();
     let mut subscribed = HashSet::new();
-    let wanted: Vec<String> = lock(channels).keys().cloned().collect();
+    let wanted = waiters.channels();
     if !wanted.is_empty() {
         if let Err(end) = bounded(timeouts.response, sink.subscribe(&wanted)).await {
             return end;
@@ -240,7 +154,7 @@ async fn session(
     }
     // Wake the waiters before confirming, so that a waiter confirmed here
     // does not also see this wake-up as a release.
-    notify(channels, None);
+    waiters.wake_all();
     for confirmed in pending {
         let _ = confirmed.send(true);
     }
@@ -258,7 +172,7 @@ async fn session(
                 }
                 Some(Command::Unsubscribe { channel }) => {
                     // A new waiter may have come for it meanwhile.
-                    let still_wanted = lock(channels).contains_key(&channel);
+                    let still_wanted = waiters.is_wanted(&channel);
                     if !still_wanted
                         && subscribed.remove(&channel)
                         && let Err(end) = bounded(timeouts.response, sink.unsubscribe(&channel)).await
@@ -269,7 +183,7 @@ async fn session(
                 None => return SessionEnd::Shutdown,
             },
             message = messages.next() => match message {
-                Some(message) => notify(channels, Some(message.get_channel_name())),
+                Some(message) => waiters.wake_one(message.get_channel_name()),
                 None => return SessionEnd::Failed,
             },
         }
@@ -311,59 +225,6 @@ async fn sleep_draining(
                 Some(Command::Unsubscribe { .. }) => {}
                 None => return Err(()),
             },
-        }
-    }
-}
-
-/// Capped exponential backoff with jitter, for the case a release message
-/// never comes (listener down, or the owner crashed and its lease runs out).
-pub(crate) struct Backoff {
-    next: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    pub(crate) fn new(min: Duration, max: Duration) -> Self {
-        Self { next: min, max }
-    }
-
-    /// The next pause: uniformly between half and all of the current step,
-    /// so that waiters woken together do not retry in lockstep.
-    pub(crate) fn next_pause(&mut self) -> Duration {
-        let step = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        let mut bytes = [0u8; 4];
-        let _ = getrandom::fill(&mut bytes);
-        let fraction = f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX);
-        step / 2 + step.mul_f64(0.5 * fraction)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_huge_cap_does_not_overflow() {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::MAX);
-        for _ in 0..100 {
-            backoff.next_pause();
-        }
-    }
-
-    #[test]
-    fn backoff_grows_to_its_cap_and_stays_in_range() {
-        let min = Duration::from_millis(10);
-        let max = Duration::from_millis(80);
-        let mut backoff = Backoff::new(min, max);
-        let mut step = min;
-        for _ in 0..10 {
-            let pause = backoff.next_pause();
-            assert!(
-                pause >= step / 2 && pause <= step,
-                "{pause:?} outside {step:?}"
-            );
-            step = (step * 2).min(max);
         }
     }
 }

@@ -1,0 +1,20 @@
+//! Waiting for a busy lock without polling it.
+//!
+//! A waiter subscribes to the lock's release channel, tries again, and then
+//! sleeps until whichever comes first: a release message, the end of the
+//! owner's lease (the PTTL the acquire script returned), or a capped,
+//! jittered backoff that only matters when a message was missed.
+//!
+//! - [`listener`]: the one pub/sub connection per locker, (re)subscribed to
+//!   exactly the channels someone waits on.
+//! - [`waiters`]: who waits on which channel, and whom a release wakes: the
+//!   longest waiter only, so a release costs one retry, not one per waiter.
+//! - [`backoff`]: the timer of last resort.
+
+mod backoff;
+mod listener;
+mod waiters;
+
+pub(crate) use backoff::Backoff;
+pub(crate) use listener::{ReleaseListener, Timeouts};
+pub(crate) use waiters::Subscription;
