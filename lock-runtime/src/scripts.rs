@@ -17,18 +17,17 @@ use redis::Script;
 /// A retry with the same token after a lost reply finds the lock already
 /// ours and only refreshes its lease, so it succeeds instead of reporting busy.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    // The common case first: a free lock costs SET NX + INCR.
     Script::new(
         r#"
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, redis.call('INCR', KEYS[2])}
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
-if owner then
-    return {0, redis.call('PTTL', KEYS[1])}
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {1, redis.call('INCR', KEYS[2])}
+return {0, redis.call('PTTL', KEYS[1])}
 "#,
     )
 });
