@@ -24,6 +24,9 @@ pub struct LockerStats {
     pub release_wakeups: u64,
     /// Waiters woken by their own timer (backoff, or the owner's lease end).
     pub timer_wakeups: u64,
+    /// Watchdog rounds that renewed anything (the batches of a round are
+    /// sent together: one round trip per pool connection).
+    pub renewal_rounds: u64,
     /// Renewal commands sent (each renews a batch of leases).
     pub renewal_calls: u64,
     /// Leases renewed.
@@ -45,6 +48,7 @@ pub(crate) struct Counters {
     pub(crate) timeouts: AtomicU64,
     pub(crate) release_wakeups: AtomicU64,
     pub(crate) timer_wakeups: AtomicU64,
+    pub(crate) renewal_rounds: AtomicU64,
     pub(crate) renewal_calls: AtomicU64,
     pub(crate) renewed: AtomicU64,
     pub(crate) renewal_errors: AtomicU64,
@@ -67,6 +71,7 @@ impl Counters {
             timeouts: read(&self.timeouts),
             release_wakeups: read(&self.release_wakeups),
             timer_wakeups: read(&self.timer_wakeups),
+            renewal_rounds: read(&self.renewal_rounds),
             renewal_calls: read(&self.renewal_calls),
             renewed: read(&self.renewed),
             renewal_errors: read(&self.renewal_errors),

@@ -1,9 +1,10 @@
 //! The watchdog: one background task per [`Locker`](crate::Locker) that keeps
 //! every held lease alive and says so the moment one is lost.
 //!
-//! - Each lease is renewed every ttl/3. Leases that fall due close together
-//!   are renewed in one batch command, so 10,000 held locks cost a handful of
-//!   round trips per tick, not 10,000 timers.
+//! - Each lease is renewed every ttl/6 to ttl/3. Leases that fall due in the
+//!   same round are renewed in batch commands sent together, so 10,000 held
+//!   locks cost one round trip per pool connection per round, not 10,000
+//!   timers and commands.
 //! - A renewal answered 0 means the key is gone or someone else's: *lost*, at once.
 //! - A renewal that errors is retried until the lease's local validity
 //!   (ttl - time since the request was sent - drift - a 5 % reaction margin)
@@ -15,10 +16,11 @@
 //!   when its validity runs out.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::LockError;
@@ -29,45 +31,74 @@ use crate::stats::Counters;
 /// Most leases renewed by one script call; keeps one call short on the server.
 const MAX_BATCH: usize = 512;
 
-/// Handle to the watchdog task; the task ends when every handle is dropped.
+/// Handle to the watchdog. Watching and forgetting a lease only touch the
+/// shared schedule under a mutex: no message, and no wake-up of the task
+/// unless the new lease needs it sooner than the task planned to wake, so a
+/// short-lived lock costs the watchdog next to nothing. The task ends when
+/// every handle is dropped.
 #[derive(Clone)]
 pub(crate) struct Watchdog {
-    commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
+    _alive: Arc<Alive>,
 }
 
-enum Command {
-    Watch {
-        lease: Arc<Lease>,
-        renew: bool,
-        sent_at: Instant,
-    },
-    Forget {
-        id: u64,
-    },
+/// What the handles and the task share.
+struct Shared {
+    schedule: Mutex<Schedule>,
+    /// Wakes the task early: a lease due before its planned wake-up, or shutdown.
+    wake: Notify,
+    shutdown: AtomicBool,
+}
+
+/// Dropped with the last handle: tells the task to end.
+struct Alive(Arc<Shared>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        self.0.wake.notify_one();
+    }
+}
+
+impl Shared {
+    fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        // The schedule stays consistent even if a holder panicked mid-update.
+        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Watchdog {
     /// Starts the task on the current tokio runtime.
     pub(crate) fn start(backend: RedisBackend, counters: Arc<Counters>) -> Self {
-        let (commands, inbox) = mpsc::unbounded_channel();
-        tokio::spawn(run(backend, counters, inbox));
-        Self { commands }
+        let shared = Arc::new(Shared {
+            schedule: Mutex::new(Schedule::default()),
+            wake: Notify::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        tokio::spawn(run(backend, counters, shared.clone()));
+        Self {
+            _alive: Arc::new(Alive(shared.clone())),
+            shared,
+        }
     }
 
     /// Starts watching a freshly acquired lease, whose acquire request was
     /// sent at `sent_at`.
     pub(crate) fn watch(&self, lease: Arc<Lease>, renew: bool, sent_at: Instant) {
-        // Only fails when the task is gone, i.e. the runtime is shutting down.
-        let _ = self.commands.send(Command::Watch {
-            lease,
-            renew,
-            sent_at,
-        });
+        let mut schedule = self.shared.schedule();
+        let first_event = schedule.watch(lease, renew, sent_at);
+        let sooner = schedule.armed_until.is_none_or(|armed| first_event < armed);
+        drop(schedule);
+        if sooner {
+            // A stored permit if the task is busy: it then looks again.
+            self.shared.wake.notify_one();
+        }
     }
 
-    /// Stops watching a lease (released, or its guard dropped).
+    /// Stops watching a lease (released, or its guard dropped). The task
+    /// may still wake for it, finds nothing to do, and sleeps on.
     pub(crate) fn forget(&self, id: u64) {
-        let _ = self.commands.send(Command::Forget { id });
+        self.shared.schedule().forget(id);
     }
 }
 
@@ -88,6 +119,8 @@ struct Schedule {
     watched: HashMap<u64, Watched>,
     renewals: BTreeSet<(Instant, u64)>,
     expiries: BTreeSet<(Instant, u64)>,
+    /// When the task plans to wake next (None: not until told).
+    armed_until: Option<Instant>,
 }
 
 /// What came back from one batch command.
@@ -97,37 +130,40 @@ struct BatchOutcome {
     result: Result<Vec<bool>, LockError>,
 }
 
-async fn run(
-    backend: RedisBackend,
-    counters: Arc<Counters>,
-    mut inbox: mpsc::UnboundedReceiver<Command>,
-) {
-    let mut schedule = Schedule::default();
+async fn run(backend: RedisBackend, counters: Arc<Counters>, shared: Arc<Shared>) {
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
     loop {
-        let wake_at = schedule.next_event();
-        tokio::select! {
-            command = inbox.recv() => match command {
-                Some(Command::Watch { lease, renew, sent_at }) => {
-                    schedule.watch(lease, renew, sent_at);
-                }
-                Some(Command::Forget { id }) => schedule.forget(id),
-                None => return,
-            },
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                if let Ok(outcome) = done {
-                    schedule.apply(outcome, &counters);
-                }
-            }
-            () = sleep_until(wake_at) => {}
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
         }
-        let now = Instant::now();
-        schedule.expire(now, &counters);
-        for batch in schedule.take_due(now) {
+        let (batches, wake_at) = {
+            let mut schedule = shared.schedule();
+            let now = Instant::now();
+            schedule.expire(now, &counters);
+            let batches = schedule.take_due(now);
+            let wake_at = schedule.next_event();
+            schedule.armed_until = wake_at;
+            (batches, wake_at)
+        };
+        if !batches.is_empty() {
+            Counters::bump(&counters.renewal_rounds);
+        }
+        // All batches of a round go out at once: on each multiplexed
+        // connection they share one round trip.
+        for batch in batches {
             let conn = backend.pick();
             let backend = backend.clone();
             Counters::bump(&counters.renewal_calls);
             in_flight.spawn(renew_batch(backend, conn, batch));
+        }
+        tokio::select! {
+            () = shared.wake.notified() => {}
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if let Ok(outcome) = done {
+                    shared.schedule().apply(outcome, &counters);
+                }
+            }
+            () = sleep_until(wake_at) => {}
         }
     }
 }
@@ -163,7 +199,8 @@ pub(crate) fn ttl_millis(ttl: Duration) -> u64 {
 }
 
 impl Schedule {
-    fn watch(&mut self, lease: Arc<Lease>, renew: bool, sent_at: Instant) {
+    /// Adds a lease; returns the first moment the task must act for it.
+    fn watch(&mut self, lease: Arc<Lease>, renew: bool, sent_at: Instant) -> Instant {
         let id = lease.id;
         let renew_every = lease.ttl / 3;
         let valid_until = lease.valid_until();
@@ -183,6 +220,7 @@ impl Schedule {
                 valid_until,
             },
         );
+        due.map_or(valid_until, |due| due.min(valid_until))
     }
 
     fn forget(&mut self, id: u64) {
@@ -224,9 +262,11 @@ impl Schedule {
         }
     }
 
-    /// Takes every lease due now, or due within a quarter of its renewal
-    /// interval (renewing a little early is harmless and lets leases taken
-    /// at nearby moments share one command), grouped into batches.
+    /// Takes every lease due now or within half its renewal interval,
+    /// grouped into batches. Renewing early is harmless, and half is the
+    /// window at which groups merge: the leases renewed in one round are
+    /// due again within half an interval of the next round, so after a
+    /// round or two every lease of a ttl is renewed in the same round.
     fn take_due(&mut self, now: Instant) -> Vec<Vec<Arc<Lease>>> {
         let mut due = Vec::new();
         while let Some(&(at, id)) = self.renewals.first() {
@@ -234,7 +274,7 @@ impl Schedule {
                 self.renewals.pop_first();
                 continue;
             };
-            if at > now + watched.renew_every / 4 {
+            if at > now + watched.renew_every / 2 {
                 break;
             }
             self.renewals.pop_first();
