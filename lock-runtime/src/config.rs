@@ -128,7 +128,8 @@ impl LockConfig {
     }
 
     /// Number of multiplexed connections the lock traffic is spread over,
-    /// round-robin (default 2). Waiting for release messages uses one more.
+    /// round-robin (default 2). The watchdog's renewals use one more, and
+    /// waiting for release messages another (opened at the first wait).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
         self

@@ -2,9 +2,10 @@
 //! every held lease alive and says so the moment one is lost.
 //!
 //! - Each lease is renewed every ttl/6 to ttl/3. Leases that fall due in the
-//!   same round are renewed in batch commands sent together, so 10,000 held
-//!   locks cost one round trip per pool connection per round, not 10,000
-//!   timers and commands.
+//!   same round are renewed in batch commands sent together on the
+//!   watchdog's own connection, so 10,000 held locks cost one round trip per
+//!   round, not 10,000 timers and commands, and lock traffic never waits
+//!   behind a round.
 //! - A renewal answered 0 means the key is gone or someone else's: *lost*, at once.
 //! - A renewal that errors is retried until the lease's local validity
 //!   (ttl - time since the request was sent - drift - a 5 % reaction margin)
@@ -148,13 +149,12 @@ async fn run(backend: RedisBackend, counters: Arc<Counters>, shared: Arc<Shared>
         if !batches.is_empty() {
             Counters::bump(&counters.renewal_rounds);
         }
-        // All batches of a round go out at once: on each multiplexed
-        // connection they share one round trip.
+        // All batches of a round go out at once, pipelined on the
+        // watchdog's connection: one round trip per round.
         for batch in batches {
-            let conn = backend.pick();
             let backend = backend.clone();
             Counters::bump(&counters.renewal_calls);
-            in_flight.spawn(renew_batch(backend, conn, batch));
+            in_flight.spawn(renew_batch(backend, batch));
         }
         tokio::select! {
             () = shared.wake.notified() => {}
@@ -175,7 +175,7 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-async fn renew_batch(backend: RedisBackend, conn: usize, batch: Vec<Arc<Lease>>) -> BatchOutcome {
+async fn renew_batch(backend: RedisBackend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
         .map(|lease| Renewal {
@@ -185,7 +185,7 @@ async fn renew_batch(backend: RedisBackend, conn: usize, batch: Vec<Arc<Lease>>)
         })
         .collect();
     let sent_at = Instant::now();
-    let result = backend.extend(conn, &renewals).await;
+    let result = backend.extend(&renewals).await;
     BatchOutcome {
         ids: batch.iter().map(|lease| lease.id).collect(),
         sent_at,
@@ -268,6 +268,12 @@ impl Schedule {
     /// due again within half an interval of the next round, so after a
     /// round or two every lease of a ttl is renewed in the same round.
     fn take_due(&mut self, now: Instant) -> Vec<Vec<Arc<Lease>>> {
+        // A round starts only when a lease is actually due; the early
+        // window is for joining that round, not for waking on its own
+        // (else every batch answer would start a small round of its own).
+        if self.renewals.first().is_none_or(|&(at, _)| at > now) {
+            return Vec::new();
+        }
         let mut due = Vec::new();
         while let Some(&(at, id)) = self.renewals.first() {
             let Some(watched) = self.watched.get_mut(&id) else {

@@ -28,6 +28,9 @@ pub(crate) struct Renewal<'a> {
 #[derive(Clone)]
 pub(crate) struct RedisBackend {
     pool: Arc<[ConnectionManager]>,
+    /// The watchdog's connection: a round of large renewal batches never
+    /// queues in front of anyone's acquire or release.
+    renewals: ConnectionManager,
     next: Arc<AtomicUsize>,
     client: redis::Client,
     /// Upper bound of one call: reconnecting plus waiting for the answer.
@@ -47,9 +50,10 @@ impl RedisBackend {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
+        // One more than the pool: the watchdog's own connection.
         let connect_all = async {
-            let mut pool = Vec::with_capacity(config.pool_size);
-            for _ in 0..config.pool_size {
+            let mut pool = Vec::with_capacity(config.pool_size + 1);
+            for _ in 0..=config.pool_size {
                 pool.push(
                     ConnectionManager::new_with_config(client.clone(), manager_config.clone())
                         .await?,
@@ -57,7 +61,7 @@ impl RedisBackend {
             }
             Ok::<_, redis::RedisError>(pool)
         };
-        let pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
+        let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
             Ok(pool) => pool?,
             Err(_) => {
                 return Err(LockError::redis_timeout(
@@ -66,8 +70,12 @@ impl RedisBackend {
                 ));
             }
         };
+        let renewals = pool
+            .pop()
+            .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
         Ok(Self {
             pool: pool.into(),
+            renewals,
             next: Arc::new(AtomicUsize::new(0)),
             client,
             call_bound: config.connect_timeout + config.response_timeout,
@@ -126,13 +134,10 @@ impl RedisBackend {
         Ok(deleted == 1)
     }
 
-    /// Renews a batch of leases in one command; one bool (still ours) per entry.
-    pub(crate) async fn extend(
-        &self,
-        conn: usize,
-        batch: &[Renewal<'_>],
-    ) -> Result<Vec<bool>, LockError> {
-        let mut connection = self.pool[conn].clone();
+    /// Renews a batch of leases in one command, on the watchdog's own
+    /// connection; one bool (still ours) per entry.
+    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<bool>, LockError> {
+        let mut connection = self.renewals.clone();
         let mut invocation = scripts::EXTEND.prepare_invoke();
         for renewal in batch {
             invocation
