@@ -1,1 +1,30 @@
-//! Benchmarks of lock-runtime against raw redis-rs commands and rslock.
+//! Benchmarks of lock-runtime against hand-written redis-rs code ("raw")
+//! and the peer crate rslock, on a private `redis-server`.
+//!
+//! The benchmark binary (`benches/locks`, run with `cargo bench -p lock-bench`)
+//! starts the server, runs every [scenario](scenarios) for every
+//! [`Contender`], interleaved and repeated, then prints a table and writes
+//! `target/bench/results.json` and `target/bench/chart.svg`. This library
+//! holds everything but the rslock adapter, which needs rslock, a
+//! dev-dependency.
+
+pub mod chart;
+pub mod contender;
+pub mod cpu;
+pub mod meter;
+pub mod plan;
+pub mod project;
+pub mod raw;
+pub mod report;
+pub mod results;
+pub mod samples;
+pub mod scenarios;
+pub mod server;
+pub mod summary;
+pub mod targets;
+
+pub use contender::{Acquired, BenchError, BenchResult, Contender};
+pub use plan::Plan;
+pub use results::Results;
+pub use samples::Samples;
+pub use summary::{RunResult, Stat, Summary};

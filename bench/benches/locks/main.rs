@@ -1,0 +1,449 @@
+//! The benchmark: `cargo bench -p lock-bench` (full, a few minutes) or
+//! `cargo bench -p lock-bench -- --quick` (well under a minute).
+//!
+//! Starts a private `redis-server` on a free loopback port, runs every
+//! scenario for the project, raw redis-rs code and rslock, interleaved
+//! (the order of the implementations rotates every repetition), repeats
+//! everything `--reps N` times (at least 3), then prints a Markdown table
+//! and the targets, and writes `target/bench/results.json`,
+//! `target/bench/chart.svg` and `target/bench/table.md` under the
+//! workspace root. `--only handoff,parallel_64` runs some scenarios only.
+
+mod rslock_contender;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use lock_bench::project::ProjectContender;
+use lock_bench::raw::{self, RawContender};
+use lock_bench::scenarios::macro_overhead::{self, Variant};
+use lock_bench::scenarios::{
+    self, HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff,
+    parallel, uncontended, watchdog_scale,
+};
+use lock_bench::server::Admin;
+use lock_bench::targets::{self, RoundTrips, pool_name};
+use lock_bench::{BenchResult, Contender, Plan, Results, RunResult, Stat, chart, report};
+use lock_runtime::LockConfig;
+use lock_tests::RedisServer;
+use rslock_contender::RslockContender;
+use serde_json::json;
+
+/// Safety net around one run; every scenario bounds itself well below it.
+const RUN_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("lock-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> BenchResult<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // cargo passes --bench under `cargo bench`; under `cargo test` it does not.
+    if !args.iter().any(|arg| arg == "--bench") {
+        println!(
+            "lock-bench: run it with `cargo bench -p lock-bench` (add `-- --quick` for a short run)"
+        );
+        return Ok(());
+    }
+    let plan = Plan::from_args(&args)?;
+    // Started from the main thread: the server dies with the thread that spawned it.
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let started = Instant::now();
+    let load_at_start = loadavg();
+    let pressure_at_start = cpu_pressure();
+    eprintln!(
+        "lock-bench: {} run, {} repetitions, redis-server on {}",
+        plan.mode,
+        plan.reps,
+        server.url()
+    );
+    let outcome = runtime.block_on(bench(&server.url(), &plan))?;
+    drop(runtime);
+    drop(server);
+    let pressure_at_end = cpu_pressure();
+    let busy = [pressure_at_start, pressure_at_end]
+        .iter()
+        .flatten()
+        .any(|&pressure| pressure > BUSY_PRESSURE);
+    if busy {
+        eprintln!(
+            "lock-bench: other work competed for the CPUs (pressure {pressure_at_start:?} → {pressure_at_end:?} % of the last 10 s); expect noisy numbers"
+        );
+    }
+    publish(
+        &plan,
+        &outcome,
+        started.elapsed(),
+        &load_at_start,
+        [pressure_at_start, pressure_at_end],
+    )
+}
+
+/// Everything one benchmark run measured.
+struct Outcome {
+    results: Results,
+    round_trips_us: Vec<f64>,
+    idle_round_trips_us: Vec<f64>,
+    redis_version: String,
+}
+
+/// One implementation as the orchestration sees it.
+#[derive(Clone, Copy, Debug)]
+enum Implementation {
+    /// The project; `Some(n)` for a pool of n connections, `None` for the default.
+    Project(Option<usize>),
+    Raw,
+    Rslock,
+    /// The project through the attribute and through hand-written calls,
+    /// interleaved in one run.
+    MacroPair,
+}
+
+impl Implementation {
+    fn name(self) -> String {
+        match self {
+            Self::Project(None) => "project".to_owned(),
+            Self::Project(Some(size)) => pool_name(size),
+            Self::Raw => "raw".to_owned(),
+            Self::Rslock => "rslock".to_owned(),
+            Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
+        }
+    }
+
+    /// Who takes part in `scenario`, in their canonical order.
+    fn all_for(scenario: &str, plan: &Plan) -> Vec<Self> {
+        match scenario {
+            MACRO_OVERHEAD => vec![Self::MacroPair],
+            PARALLEL_64 => {
+                let mut all = vec![Self::Project(None)];
+                all.extend(
+                    plan.pool_sizes
+                        .iter()
+                        .map(|&size| Self::Project(Some(size))),
+                );
+                all.extend([Self::Raw, Self::Rslock]);
+                all
+            }
+            _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
+        }
+    }
+}
+
+/// What a run needs besides its implementation.
+struct Context<'a> {
+    url: &'a str,
+    plan: &'a Plan,
+    admin: &'a Admin,
+    rep: usize,
+}
+
+async fn bench(url: &str, plan: &Plan) -> BenchResult<Outcome> {
+    let admin = Admin::connect(url).await?;
+    let redis_version = admin.version().await?;
+    let mut results = Results::default();
+    let mut round_trips_us = Vec::with_capacity(plan.reps);
+    let mut idle_round_trips_us = Vec::with_capacity(plan.reps);
+    for rep in 0..plan.reps {
+        let limit = Duration::from_secs(5);
+        let rtt = admin
+            .round_trip_us(plan.rtt_pings, Duration::ZERO, limit)
+            .await?;
+        let idle = admin
+            .round_trip_us(plan.idle_pings, plan.handoff_hold, limit)
+            .await?;
+        round_trips_us.push(rtt);
+        idle_round_trips_us.push(idle);
+        eprintln!(
+            "repetition {}/{}: loopback round trip (PING p50) {rtt:.1} µs back to back, {idle:.1} µs after {:?} idle",
+            rep + 1,
+            plan.reps,
+            plan.handoff_hold
+        );
+        for scenario in scenarios::ALL.iter().filter(|s| plan.runs(s)) {
+            let mut implementations = Implementation::all_for(scenario, plan);
+            let len = implementations.len();
+            implementations.rotate_left(rep % len);
+            for implementation in implementations {
+                let context = Context {
+                    url,
+                    plan,
+                    admin: &admin,
+                    rep,
+                };
+                let name = implementation.name();
+                let runs =
+                    tokio::time::timeout(RUN_TIMEOUT, run_one(scenario, implementation, &context))
+                        .await
+                        .map_err(|_| {
+                            format!("{scenario}/{name}: no result within {RUN_TIMEOUT:?}")
+                        })?
+                        .map_err(|err| format!("{scenario}/{name}: {err}"))?;
+                for (name, result) in runs {
+                    eprintln!(
+                        "  {scenario:<17} {name:<14} {:>10} ops/s  p50 {:>9} µs  p99 {:>9} µs",
+                        report::number(result.ops_per_s),
+                        report::number(result.p50_us),
+                        report::number(result.p99_us),
+                    );
+                    results.record(scenario, &name, result);
+                }
+                admin.flush().await?;
+            }
+        }
+    }
+    Ok(Outcome {
+        results,
+        round_trips_us,
+        idle_round_trips_us,
+        redis_version,
+    })
+}
+
+/// One run of `scenario` for `implementation`: its results, by
+/// implementation name (two for the interleaved macro pair).
+async fn run_one(
+    scenario: &str,
+    implementation: Implementation,
+    context: &Context<'_>,
+) -> BenchResult<Vec<(String, RunResult)>> {
+    let url = context.url;
+    let single = |result: RunResult| vec![(implementation.name(), result)];
+    match implementation {
+        Implementation::Project(pool) => {
+            let connections = pool.unwrap_or(LockConfig::DEFAULT_POOL_SIZE);
+            let connect = || ProjectContender::connect(url, pool);
+            drive(scenario, connect, context, connections)
+                .await
+                .map(single)
+        }
+        Implementation::Raw => {
+            let connect = || RawContender::connect(url);
+            drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::Rslock => {
+            let connect = || RslockContender::connect(url);
+            drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::MacroPair => {
+            let project = ProjectContender::connect(url, None).await?;
+            let plan = context.plan;
+            let pair = macro_overhead::run(
+                project.locker(),
+                context.admin,
+                plan.pairs,
+                plan.run_limit,
+                u64::try_from(context.rep)?,
+            )
+            .await?;
+            Ok(pair
+                .into_iter()
+                .map(|(variant, result)| (variant.name().to_owned(), result))
+                .collect())
+        }
+    }
+}
+
+/// Runs `scenario` on contenders made by `connect` (a fresh one per run,
+/// two for the handoff: holder and waiter are separate clients).
+async fn drive<C, F, Fut>(
+    scenario: &str,
+    connect: F,
+    context: &Context<'_>,
+    connections: usize,
+) -> BenchResult<RunResult>
+where
+    C: Contender,
+    F: Fn() -> Fut,
+    Fut: Future<Output = BenchResult<C>>,
+{
+    let plan = context.plan;
+    let tag = context.rep.to_string();
+    let contender = connect().await?;
+    match scenario {
+        UNCONTENDED_PAIR => {
+            uncontended::run(&contender, context.admin, plan.pairs, plan.run_limit, &tag).await
+        }
+        PARALLEL_64 => {
+            parallel::run(
+                &contender,
+                context.admin,
+                plan.parallel_tasks,
+                plan.parallel_for,
+                &tag,
+            )
+            .await
+        }
+        HANDOFF => {
+            let waiter = connect().await?;
+            handoff::run(
+                &contender,
+                &waiter,
+                plan.handoff_rounds,
+                plan.handoff_hold,
+                plan.handoff_for,
+                &tag,
+            )
+            .await
+        }
+        WATCHDOG_SCALE => {
+            let sizes = watchdog_scale::Sizes {
+                locks: plan.watchdog_locks,
+                ttl: plan.watchdog_ttl,
+                hold: plan.watchdog_ttl / 3 * plan.watchdog_ticks,
+                connections,
+            };
+            watchdog_scale::run(&contender, context.admin, sizes, &tag).await
+        }
+        other => Err(format!("scenario `{other}` does not take a contender").into()),
+    }
+}
+
+/// Prints the tables and writes results.json, chart.svg and table.md.
+fn publish(
+    plan: &Plan,
+    outcome: &Outcome,
+    elapsed: Duration,
+    load_at_start: &str,
+    cpu_pressure: [Option<f64>; 2],
+) -> BenchResult<()> {
+    let results = &outcome.results;
+    let rtt = Stat::of(outcome.round_trips_us.iter().copied());
+    let idle_rtt = Stat::of(outcome.idle_round_trips_us.iter().copied());
+    let round_trips = RoundTrips {
+        warm_us: rtt.median,
+        idle_us: idle_rtt.median,
+    };
+    let targets = targets::evaluate(results, round_trips);
+    let recommended = targets::recommended_pool(results, &plan.pool_sizes);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+
+    let mut table = report::results_table(results, round_trips);
+    table.push('\n');
+    table.push_str(&report::targets_table(&targets));
+    let pool_line = match &recommended {
+        Some(advice) => {
+            let sizes: Vec<String> = advice
+                .relative
+                .iter()
+                .map(|(size, ratio)| format!("{size}: {ratio:.2}"))
+                .collect();
+            format!(
+                "\nparallel_64 pool sweep (pairs/s relative to the best size of the same repetition, median): {}; suggested default pool_size = {} (the smallest within 0.05 of the best); the library default is {}.\n",
+                sizes.join(", "),
+                advice.size,
+                LockConfig::DEFAULT_POOL_SIZE
+            )
+        }
+        None => String::new(),
+    };
+    table.push_str(&pool_line);
+    println!("\n{table}");
+
+    let env = json!({
+        "mode": plan.mode,
+        "reps": plan.reps,
+        "cpus": cpus,
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "redis_version": outcome.redis_version,
+        "rtt_us": rtt.median,
+        "rtt_us_min": rtt.min,
+        "rtt_us_max": rtt.max,
+        "idle_rtt_us": idle_rtt.median,
+        "idle_rtt_us_min": idle_rtt.min,
+        "idle_rtt_us_max": idle_rtt.max,
+        "loadavg_start": load_at_start,
+        "loadavg_end": loadavg(),
+        "cpu_pressure_pct_start": cpu_pressure[0],
+        "cpu_pressure_pct_end": cpu_pressure[1],
+        "unix_time": SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "elapsed_s": elapsed.as_secs_f64(),
+        "project_default_pool_size": LockConfig::DEFAULT_POOL_SIZE,
+        "recommended_pool_size": recommended.as_ref().map(|advice| advice.size),
+        "pool_sweep_relative": recommended.as_ref().map(|advice| {
+            advice
+                .relative
+                .iter()
+                .map(|(size, ratio)| (size.to_string(), json!(ratio)))
+                .collect::<serde_json::Map<_, _>>()
+        }),
+        "pairs_per_run": plan.pairs,
+        "parallel_tasks": plan.parallel_tasks,
+        "parallel_for_ms": plan.parallel_for.as_millis(),
+        "handoff_hold_ms": plan.handoff_hold.as_millis(),
+        "raw_poll_ms": raw::POLL.as_millis(),
+        "watchdog_locks": plan.watchdog_locks,
+        "watchdog_ttl_ms": plan.watchdog_ttl.as_millis(),
+        "watchdog_ticks": plan.watchdog_ticks,
+    });
+    let mut json = results.to_json(env);
+    json["targets"] = targets
+        .iter()
+        .map(|t| json!({ "id": t.id, "what": t.what, "value": t.value, "goal": t.goal, "met": t.met }))
+        .collect();
+
+    let dir = output_dir();
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
+    std::fs::write(dir.join("table.md"), &table)?;
+    let subtitle = format!(
+        "{} run, {} repetitions, {cpus} CPUs, redis {}, loopback round trip {:.0} µs ({:.0} µs after {:?} idle)",
+        plan.mode, plan.reps, outcome.redis_version, rtt.median, idle_rtt.median, plan.handoff_hold
+    );
+    std::fs::write(dir.join("chart.svg"), chart::render(results, &subtitle))?;
+    println!(
+        "wrote {0}/results.json, {0}/chart.svg and {0}/table.md in {1:.0} s",
+        dir.display(),
+        elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages: other work on the machine skews
+/// the numbers, and this says how much there was.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Share of the last 10 s in which some task waited for a CPU
+/// (`/proc/pressure/cpu`, "some avg10"), in percent; `None` where the
+/// kernel does not report it.
+fn cpu_pressure() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let some = text.lines().find(|line| line.starts_with("some"))?;
+    some.split_whitespace()
+        .find_map(|field| field.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
+/// CPU pressure above which the run is reported as disturbed.
+const BUSY_PRESSURE: f64 = 10.0;
+
+/// `target/bench` under the workspace root, whatever CARGO_TARGET_DIR is.
+fn output_dir() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().map_or(manifest.clone(), PathBuf::from);
+    root.join("target").join("bench")
+}

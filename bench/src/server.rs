@@ -1,0 +1,139 @@
+//! [`Admin`]: the benchmark's own connection to the server: flushing between
+//! runs, and what `INFO` says about commands and CPU.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+
+use crate::{BenchResult, Samples};
+
+/// An administrative connection, separate from every contender's.
+#[derive(Clone)]
+pub struct Admin {
+    conn: MultiplexedConnection,
+}
+
+/// Counters read from the server at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ServerCounters {
+    /// Calls of every command (including those run inside scripts).
+    pub commands: u64,
+    /// `EVALSHA` and `EVAL` calls.
+    pub scripts: u64,
+    /// The server's user plus system CPU time, in seconds.
+    pub cpu_s: f64,
+}
+
+impl Admin {
+    /// Connects to `url`.
+    pub async fn connect(url: &str) -> BenchResult<Self> {
+        let client = redis::Client::open(url)?;
+        Ok(Self {
+            conn: client.get_multiplexed_async_connection().await?,
+        })
+    }
+
+    /// Deletes every key, so each run starts from an empty server.
+    pub async fn flush(&self) -> BenchResult<()> {
+        let mut conn = self.conn.clone();
+        redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+        Ok(())
+    }
+
+    /// The server's `redis_version`.
+    pub async fn version(&self) -> BenchResult<String> {
+        let info = self.info("server").await?;
+        Ok(field(&info, "redis_version")
+            .unwrap_or("unknown")
+            .to_owned())
+    }
+
+    /// Command and CPU counters now.
+    pub async fn counters(&self) -> BenchResult<ServerCounters> {
+        let commands = self.info("commandstats").await?;
+        let cpu = self.info("cpu").await?;
+        let mut counters = ServerCounters::default();
+        for line in commands.lines() {
+            let Some((name, stats)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let calls = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            counters.commands += calls;
+            if name == "evalsha" || name == "eval" {
+                counters.scripts += calls;
+            }
+        }
+        let seconds = |name| {
+            field(&cpu, name)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        counters.cpu_s = seconds("used_cpu_user") + seconds("used_cpu_sys");
+        Ok(counters)
+    }
+
+    /// Median round trip of `pings` sequential `PING`s on a multiplexed
+    /// connection, in microseconds, each sent after `idle` of doing
+    /// nothing (zero: back to back), within `limit` in all.
+    ///
+    /// Back to back, this is the warm loopback round trip. After an idle
+    /// pause it includes waking the idle CPUs of both processes, which on
+    /// a virtual machine costs far more than the round trip itself: the
+    /// fair unit for a handoff, which also starts after the holder idled.
+    pub async fn round_trip_us(
+        &self,
+        pings: usize,
+        idle: Duration,
+        limit: Duration,
+    ) -> BenchResult<f64> {
+        let mut conn = self.conn.clone();
+        let mut samples = Samples::with_capacity(pings);
+        let started = Instant::now();
+        for _ in 0..pings {
+            if !idle.is_zero() {
+                tokio::time::sleep(idle).await;
+            }
+            let sent = Instant::now();
+            redis::cmd("PING").query_async::<String>(&mut conn).await?;
+            samples.push(sent.elapsed());
+            if started.elapsed() > limit {
+                break;
+            }
+        }
+        Ok(samples.quantile_us(0.5))
+    }
+
+    async fn info(&self, section: &str) -> BenchResult<String> {
+        let mut conn = self.conn.clone();
+        Ok(redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut conn)
+            .await?)
+    }
+}
+
+/// The value of `name:value` in an `INFO` reply.
+fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_info_fields() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:0\r\n";
+        assert_eq!(field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(field(info, "redis_git"), None);
+    }
+}
