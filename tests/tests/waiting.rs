@@ -87,6 +87,16 @@ fn pubsub_clients(server: &RedisServer) -> usize {
     }
 }
 
+fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    match server.cmd(&["PUBSUB", "NUMSUB", channel]) {
+        redis::Value::Array(reply) => match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
+        },
+        other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
     let server = RedisServer::start();
@@ -123,7 +133,14 @@ async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ...and subscribed to every channel again before anything is released.
+    while (0..8).any(|i| subscribers(&server, &format!("lock:{{shared:{i}}}:released")) != 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never resubscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     for guard in held {
         assert!(guard.release().await.unwrap());
@@ -138,10 +155,13 @@ async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
     let stats = waiter.stats();
     assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
     // Subscriptions end with their waiters.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    match server.cmd(&["PUBSUB", "NUMSUB", "lock:{shared:0}:released"]) {
-        redis::Value::Array(reply) => assert_eq!(reply[1], redis::Value::Int(0)),
-        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while subscribers(&server, "lock:{shared:0}:released") != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a subscription outlived its waiters"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
