@@ -64,6 +64,23 @@ pub enum LockError {
         needed: usize,
     },
 
+    /// The lock was granted but fewer replicas than asked for confirmed it
+    /// within the timeout (see [`crate::LockConfig::wait_for_replicas`]); it
+    /// was released again, so nothing is left held.
+    #[error(
+        "lock `{key}` reached {acked} of the {wanted} replicas it waits for within {timeout:?}; it was released"
+    )]
+    NotReplicated {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// Replicas that acknowledged the lock's write in time.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// How long the server waited for them.
+        timeout: Duration,
+    },
+
     /// A configuration value or lock request was invalid; the message says
     /// what to change.
     #[error("invalid lock configuration: {0}")]
@@ -89,7 +106,9 @@ impl From<LockError> for std::io::Error {
             LockError::Config(_) => ErrorKind::InvalidInput,
             LockError::NotInitialized | LockError::AlreadyInitialized => ErrorKind::Other,
             LockError::Redis(redis) if redis.is_timeout() => ErrorKind::TimedOut,
-            LockError::Redis(_) | LockError::QuorumNotReached { .. } => ErrorKind::NotConnected,
+            LockError::Redis(_)
+            | LockError::QuorumNotReached { .. }
+            | LockError::NotReplicated { .. } => ErrorKind::NotConnected,
         };
         std::io::Error::new(kind, error)
     }

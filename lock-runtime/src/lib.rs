@@ -52,7 +52,7 @@ mod watchdog;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use config::LockConfig;
+pub use config::{LockConfig, ReplicaAck};
 pub use current::current;
 pub use error::LockError;
 pub use global::{global, init, init_with};

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::backend::AcquireReply;
-use crate::backend::redis::RedisBackend;
+use crate::backend::{AcquireReply, Backend};
+use crate::config::{ReplicaAck, Topology};
 use crate::keys::LockKeys;
 use crate::lease::{Lease, validity_end};
 use crate::stats::{Counters, LockerStats};
@@ -45,7 +45,7 @@ pub struct Locker {
 
 struct Inner {
     config: LockConfig,
-    backend: RedisBackend,
+    backend: Backend,
     watchdog: Watchdog,
     releases: ReleaseListener,
     counters: Arc<Counters>,
@@ -70,11 +70,11 @@ impl Locker {
     /// connect timeout.
     pub async fn connect(config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
-        let backend = RedisBackend::connect(&config).await?;
+        let backend = Backend::connect(&config).await?;
         let counters = Arc::new(Counters::default());
         let watchdog = Watchdog::start(backend.clone(), counters.clone());
         let releases = ReleaseListener::start(
-            backend.client().clone(),
+            backend.release_feed(),
             Timeouts {
                 connect: config.connect_timeout,
                 response: config.response_timeout,
@@ -102,6 +102,7 @@ impl Locker {
             ttl: None,
             wait: None,
             watchdog: true,
+            replicas: None,
         }
     }
 
@@ -120,7 +121,7 @@ impl Locker {
         Arc::as_ptr(&self.inner) as usize
     }
 
-    pub(crate) fn backend(&self) -> &RedisBackend {
+    pub(crate) fn backend(&self) -> &Backend {
         &self.inner.backend
     }
 
@@ -142,6 +143,7 @@ pub struct LockRequest {
     ttl: Option<Duration>,
     wait: Option<Duration>,
     watchdog: bool,
+    replicas: Option<ReplicaAck>,
 }
 
 impl LockRequest {
@@ -169,12 +171,24 @@ impl LockRequest {
         self
     }
 
+    /// Once acquired, wait until `replicas` replicas acknowledged the lock,
+    /// for at most `timeout` (Redis `WAIT`); if fewer do, the lock is
+    /// released and `acquire` fails with [`LockError::NotReplicated`].
+    /// Overrides [`LockConfig::wait_for_replicas`] for this lock. One
+    /// server or Sentinel only.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
     /// Takes the lock, waiting up to the request's `wait` while someone else
     /// holds it.
     ///
     /// Errors: [`LockError::Timeout`] when the wait ran out,
     /// [`LockError::Redis`] when the server failed (after one retry of a
-    /// dropped connection), [`LockError::Config`] for an empty key or zero ttl.
+    /// dropped connection), [`LockError::Config`] for an empty key or zero ttl,
+    /// [`LockError::QuorumNotReached`] when too few Redlock masters answered,
+    /// [`LockError::NotReplicated`] when too few replicas confirmed it.
     /// Dropping the returned future part-way is safe: a lock it may have
     /// taken is released in the background.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
@@ -211,9 +225,24 @@ impl LockRequest {
                 self.key
             )));
         }
-        let keys = LockKeys::new(&self.locker.inner.config.key_prefix, &self.key)?;
+        let config = &self.locker.inner.config;
+        let keys = LockKeys::new(&config.key_prefix, &self.key)?;
+        let replicas = self.replicas.or(config.replicas);
+        if let Some(ack) = self.replicas {
+            ack.validate()?;
+            if matches!(
+                config.topology,
+                Topology::Cluster { .. } | Topology::Redlock { .. }
+            ) {
+                return Err(LockError::config(format!(
+                    "wait_for_replicas works with one server or Sentinel, not with {}",
+                    config.topology.kind()
+                )));
+            }
+        }
         let span = tracing::debug_span!("lock.acquire", key = %self.key);
         let mut attempt = Attempt::new(&self.locker, keys, ttl_ms, self.watchdog, wait);
+        attempt.replicas = replicas;
         attempt.run().instrument(span).await
     }
 }
@@ -229,6 +258,7 @@ struct Attempt<'a> {
     ttl_ms: u64,
     renew: bool,
     wait: Duration,
+    replicas: Option<ReplicaAck>,
     conn: usize,
     armed: bool,
 }
@@ -243,6 +273,7 @@ impl<'a> Attempt<'a> {
             ttl_ms,
             renew,
             wait,
+            replicas: None,
             armed: false,
         }
     }
@@ -325,8 +356,9 @@ impl<'a> Attempt<'a> {
         let backend = self.locker.backend();
         self.armed = true;
         let sent_at = Instant::now();
+        let (conn, ttl_ms, replicas) = (self.conn, self.ttl_ms, self.replicas);
         let first = backend
-            .acquire(self.conn, &self.keys, &self.token, self.ttl_ms)
+            .acquire(conn, &self.keys, &self.token, ttl_ms, replicas)
             .await;
         let (sent_at, reply) = match first {
             Ok(reply) => (sent_at, reply),
@@ -334,17 +366,31 @@ impl<'a> Attempt<'a> {
                 tracing::debug!(error = %err, "acquire hit a dropped connection; retrying once");
                 let sent_at = Instant::now();
                 let reply = backend
-                    .acquire(self.conn, &self.keys, &self.token, self.ttl_ms)
-                    .await?;
+                    .acquire(conn, &self.keys, &self.token, ttl_ms, replicas)
+                    .await
+                    .inspect_err(|err| self.disarm_if_cleaned_up(err))?;
                 (sent_at, reply)
             }
-            Err(err) => return Err(err),
+            Err(err) => {
+                self.disarm_if_cleaned_up(&err);
+                return Err(err);
+            }
         };
         // A busy answer proves no earlier try of ours holds the lock.
         if matches!(reply, AcquireReply::Busy { .. }) {
             self.armed = false;
         }
         Ok((sent_at, reply))
+    }
+
+    /// Errors after which the backend already gave back whatever it took.
+    fn disarm_if_cleaned_up(&mut self, err: &LockError) {
+        if matches!(
+            err,
+            LockError::NotReplicated { .. } | LockError::QuorumNotReached { .. }
+        ) {
+            self.armed = false;
+        }
     }
 
     fn timeout(&self, started: Instant) -> LockError {

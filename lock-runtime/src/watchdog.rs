@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::LockError;
-use crate::backend::redis::{RedisBackend, Renewal};
+use crate::backend::{Backend, Renewal, Renewed};
 use crate::lease::Lease;
 use crate::stats::Counters;
 
@@ -70,7 +70,7 @@ impl Shared {
 
 impl Watchdog {
     /// Starts the task on the current tokio runtime.
-    pub(crate) fn start(backend: RedisBackend, counters: Arc<Counters>) -> Self {
+    pub(crate) fn start(backend: Backend, counters: Arc<Counters>) -> Self {
         let shared = Arc::new(Shared {
             schedule: Mutex::new(Schedule::default()),
             wake: Notify::new(),
@@ -128,10 +128,10 @@ struct Schedule {
 struct BatchOutcome {
     ids: Vec<u64>,
     sent_at: Instant,
-    result: Result<Vec<bool>, LockError>,
+    result: Result<Vec<Renewed>, LockError>,
 }
 
-async fn run(backend: RedisBackend, counters: Arc<Counters>, shared: Arc<Shared>) {
+async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
@@ -175,13 +175,14 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-async fn renew_batch(backend: RedisBackend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
+async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
         .map(|lease| Renewal {
             keys: &lease.keys,
             token: &lease.token,
             ttl_ms: ttl_millis(lease.ttl),
+            fence: lease.fence,
         })
         .collect();
     let sent_at = Instant::now();
@@ -304,15 +305,36 @@ impl Schedule {
         } = outcome;
         match result {
             Ok(renewed) => {
-                for (id, still_ours) in ids.into_iter().zip(renewed) {
-                    if still_ours {
-                        Counters::bump(&counters.renewed);
-                        self.renewed(id, sent_at);
-                    } else if let Some(watched) = self.watched.get(&id) {
-                        let lease = watched.lease.clone();
-                        self.forget(id);
-                        declare_lost(&lease, "the server no longer holds it for us", counters);
+                let mut unconfirmed = 0;
+                for (id, answer) in ids.into_iter().zip(renewed) {
+                    match answer {
+                        Renewed::Yes => {
+                            Counters::bump(&counters.renewed);
+                            self.renewed(id, sent_at);
+                        }
+                        Renewed::Gone => {
+                            if let Some(watched) = self.watched.get(&id) {
+                                let lease = watched.lease.clone();
+                                self.forget(id);
+                                declare_lost(
+                                    &lease,
+                                    "the server no longer holds it for us",
+                                    counters,
+                                );
+                            }
+                        }
+                        Renewed::Unknown => {
+                            unconfirmed += 1;
+                            self.retry(id);
+                        }
                     }
+                }
+                if unconfirmed > 0 {
+                    Counters::bump(&counters.renewal_errors);
+                    tracing::warn!(
+                        locks = unconfirmed,
+                        "lock renewal not confirmed by enough nodes; retrying while the leases are valid"
+                    );
                 }
             }
             Err(err) => {

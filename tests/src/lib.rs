@@ -14,10 +14,12 @@
 //!   one command.
 //! - [`Worker`]: a separate OS process that takes locks, for multi-process
 //!   tests (and for killing a holder with -9).
+//! - [`exclusion`]: the mutual-exclusion check every topology runs.
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
 pub mod chaos;
+pub mod exclusion;
 pub mod fault_proxy;
 pub mod net;
 pub mod redis_server;

@@ -1,9 +1,30 @@
-//! Where locks are stored. Each backend offers the same three atomic steps
-//! (acquire, release, extend a batch) and a way to hear about releases.
+//! Where locks are stored. Every topology offers the same three atomic
+//! steps (acquire, release, renew a batch) and a feed of release messages;
+//! [`Backend`] picks the topology the configuration names.
+//!
+//! - [`redis`]: one server, a pool of multiplexed connections.
+//! - [`sentinel`]: one server found through Sentinel, followed across failovers.
+//! - [`cluster`]: Redis Cluster; each lock lives in one hash slot.
+//! - [`redlock`]: a majority of independent masters.
 
 pub(crate) mod redis;
+pub(crate) mod redlock;
+
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster;
+#[cfg(feature = "sentinel")]
+pub(crate) mod sentinel;
+
+mod feed;
 
 use std::time::Duration;
+
+pub(crate) use feed::{ClientSource, ReleaseFeed};
+
+use crate::config::{ReplicaAck, Topology};
+use crate::keys::LockKeys;
+use crate::token::OwnerToken;
+use crate::{LockConfig, LockError};
 
 /// What one acquire step found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,4 +40,123 @@ pub(crate) enum AcquireReply {
         /// Remaining lease of the current owner.
         pttl: Option<Duration>,
     },
+}
+
+/// One entry of a renewal batch.
+pub(crate) struct Renewal<'a> {
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) ttl_ms: u64,
+    /// The fence the holder was given (Redlock raises counters to it).
+    #[allow(dead_code)] // read by the Redlock backend, being built
+    pub(crate) fence: u64,
+}
+
+/// What a renewal found for one lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// Still ours, with a fresh lease from the moment the batch was sent.
+    Yes,
+    /// Definitely not ours any more: the holder must be told at once.
+    Gone,
+    /// Could not be confirmed either way (a node failed); retried while the
+    /// lease is still valid.
+    #[allow(dead_code)] // answered by the Redlock backend, being built
+    Unknown,
+}
+
+/// The lock store of one [`Locker`](crate::Locker), as configured.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Single(std::sync::Arc<redis::RedisBackend>),
+    #[cfg(feature = "sentinel")]
+    Sentinel(sentinel::SentinelBackend),
+    #[cfg(feature = "cluster")]
+    Cluster(cluster::ClusterBackend),
+    Redlock(redlock::RedlockBackend),
+}
+
+/// Calls the same method on whichever topology is in use.
+macro_rules! dispatch {
+    ($self:ident, $backend:ident => $call:expr) => {
+        match $self {
+            Backend::Single($backend) => $call,
+            #[cfg(feature = "sentinel")]
+            Backend::Sentinel($backend) => $call,
+            #[cfg(feature = "cluster")]
+            Backend::Cluster($backend) => $call,
+            Backend::Redlock($backend) => $call,
+        }
+    };
+}
+
+impl Backend {
+    /// Opens the connections the configuration names, failing fast when the
+    /// deployment cannot be reached.
+    pub(crate) async fn connect(config: &LockConfig) -> Result<Self, LockError> {
+        match &config.topology {
+            Topology::Single(server) => Ok(Backend::Single(std::sync::Arc::new(
+                redis::RedisBackend::connect(server.clone(), config).await?,
+            ))),
+            Topology::Redlock { masters } => Ok(Backend::Redlock(
+                redlock::RedlockBackend::connect(masters, config).await?,
+            )),
+            #[cfg(feature = "cluster")]
+            Topology::Cluster { nodes } => Ok(Backend::Cluster(
+                cluster::ClusterBackend::connect(nodes, config).await?,
+            )),
+            #[cfg(feature = "sentinel")]
+            Topology::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => Ok(Backend::Sentinel(
+                sentinel::SentinelBackend::connect(sentinels, master, node, config).await?,
+            )),
+            #[allow(unreachable_patterns)]
+            other => Err(LockError::config(format!(
+                "this build of lock-runtime has no {0} support: enable its `{0}` feature",
+                other.kind()
+            ))),
+        }
+    }
+
+    /// A connection index for one acquisition; its release and cleanup use
+    /// the same one, so they queue behind the acquire.
+    pub(crate) fn pick(&self) -> usize {
+        dispatch!(self, backend => backend.pick())
+    }
+
+    /// One run of the acquire step; with `replicas`, also waits for that
+    /// many replicas to confirm it (and releases it if they do not).
+    pub(crate) async fn acquire(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: Option<ReplicaAck>,
+    ) -> Result<AcquireReply, LockError> {
+        dispatch!(self, backend => backend.acquire(conn, keys, token, ttl_ms, replicas).await)
+    }
+
+    /// Deletes the lock if it is still ours; true when something was deleted.
+    pub(crate) async fn release(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        dispatch!(self, backend => backend.release(conn, keys, token).await)
+    }
+
+    /// Renews a batch of leases; one answer per entry, in order.
+    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        dispatch!(self, backend => backend.extend(batch).await)
+    }
+
+    /// Where waiters hear about releases.
+    pub(crate) fn release_feed(&self) -> ReleaseFeed {
+        dispatch!(self, backend => backend.release_feed())
+    }
 }

@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::waiters::{Subscription, Waiters};
+use crate::backend::{ClientSource, ReleaseFeed};
 
 /// Handle to the listener task; the task ends when every handle is dropped.
 #[derive(Clone)]
@@ -25,7 +26,7 @@ pub(crate) struct Timeouts {
     pub(crate) response: Duration,
 }
 
-enum Command {
+pub(super) enum Command {
     Subscribe {
         channel: String,
         confirmed: oneshot::Sender<bool>,
@@ -38,10 +39,23 @@ enum Command {
 impl ReleaseListener {
     /// Starts the listener task on the current runtime. It connects only
     /// when the first waiter arrives.
-    pub(crate) fn start(client: redis::Client, timeouts: Timeouts) -> Self {
+    pub(crate) fn start(feed: ReleaseFeed, timeouts: Timeouts) -> Self {
         let waiters = Waiters::default();
         let (commands, inbox) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, timeouts, waiters.clone(), inbox));
+        match feed {
+            ReleaseFeed::PubSub(source) => {
+                tokio::spawn(run(source, timeouts, waiters.clone(), inbox));
+            }
+            #[cfg(feature = "cluster")]
+            ReleaseFeed::Sharded(client) => {
+                tokio::spawn(super::sharded::run(
+                    client,
+                    timeouts,
+                    waiters.clone(),
+                    inbox,
+                ));
+            }
+        }
         Self { waiters, commands }
     }
 
@@ -85,7 +99,7 @@ enum SessionEnd {
 }
 
 async fn run(
-    client: redis::Client,
+    source: ClientSource,
     timeouts: Timeouts,
     waiters: Waiters,
     mut inbox: mpsc::UnboundedReceiver<Command>,
@@ -103,7 +117,12 @@ async fn run(
             }
         }
         let started = std::time::Instant::now();
-        let end = session(&client, timeouts, &waiters, &mut inbox, pending).await;
+        let end = match tokio::time::timeout(timeouts.connect, source.next()).await {
+            Ok(Ok(client)) => session(&client, timeouts, &waiters, &mut inbox, pending).await,
+            // No server to subscribe on right now (a failover in progress):
+            // dropping `pending` lets those waiters go on their timers.
+            Ok(Err(_)) | Err(_) => SessionEnd::Failed,
+        };
         // Anything published while we were not listening was missed.
         waiters.wake_all();
         match end {

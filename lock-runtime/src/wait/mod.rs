@@ -13,6 +13,8 @@
 
 mod backoff;
 mod listener;
+#[cfg(feature = "cluster")]
+mod sharded;
 mod waiters;
 
 pub(crate) use backoff::Backoff;

@@ -2,10 +2,12 @@
 //! its own `Locker`, exactly as another service instance would.
 //!
 //! ```text
-//! lock_worker count <url> <lock-key> <counter-key> <tasks> <iterations> [--no-lock | --attribute]
+//! lock_worker count <url> <lock-key> <counter-key> <tasks> <iterations> [--no-lock | --attribute] [--store <url>]
 //!     Each task adds one to <counter-key> <iterations> times with a
 //!     non-atomic GET, pause, SET, under the lock unless --no-lock; with
 //!     --attribute, through a `#[distributed_lock]` fn on the global locker.
+//!     --store: keep the counter on this plain server instead of at <url>
+//!     (so the lock can live on a Cluster, behind Sentinel or on Redlock).
 //! lock_worker config-from-env
 //!     Prints `ok <config>` or `config error <message>` for LockConfig::from_env().
 //! lock_worker chaos <url> <resources> <tasks> <seconds> <record-file>
@@ -51,6 +53,10 @@ fn main() -> ExitCode {
             .as_slice()
         {
             ["count", url, key, counter, tasks, iterations, rest @ ..] => {
+                let (rest, store) = match rest {
+                    [head @ .., "--store", store] => (head, *store),
+                    rest => (rest, *url),
+                };
                 let guarding = match rest {
                     [] => Guarding::Guard,
                     ["--attribute"] => Guarding::Attribute,
@@ -58,7 +64,11 @@ fn main() -> ExitCode {
                     other => return Err(format!("unknown count option {other:?}")),
                 };
                 let (tasks, iterations) = (parse(tasks)?, parse(iterations)?);
-                count(url, key, counter, tasks, iterations, guarding).await
+                let target = Counter {
+                    store,
+                    key: counter,
+                };
+                count(url, key, target, tasks, iterations, guarding).await
             }
             ["config-from-env"] => {
                 match LockConfig::from_env() {
@@ -103,10 +113,16 @@ enum Guarding {
     NoLock,
 }
 
+/// Where `count` keeps its counter: a key on a plain server.
+struct Counter<'a> {
+    store: &'a str,
+    key: &'a str,
+}
+
 async fn count(
     url: &str,
     key: &str,
-    counter: &str,
+    counter: Counter<'_>,
     tasks: usize,
     iterations: usize,
     guarding: Guarding,
@@ -114,7 +130,11 @@ async fn count(
     let config = LockConfig::from_url(url).map_err(text)?;
     let locker = Locker::connect(config).await.map_err(text)?;
     lock_runtime::init_with(locker.clone()).map_err(text)?;
-    let client = redis::Client::open(url).map_err(text)?;
+    let Counter {
+        store,
+        key: counter,
+    } = counter;
+    let client = redis::Client::open(store).map_err(text)?;
     let redis = client
         .get_multiplexed_async_connection()
         .await

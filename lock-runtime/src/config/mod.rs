@@ -3,14 +3,27 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
+mod replicas;
+mod topology;
+
+pub use replicas::ReplicaAck;
+pub(crate) use topology::Topology;
 
 use crate::LockError;
 
 /// Where and how a [`Locker`](crate::Locker) keeps its locks.
 ///
 /// Built from a URL (or the `REDIS_URL` environment variable) and refined with
-/// the chainable setters. Nothing is checked against the server until
+/// the chainable setters. The URL also chooses the deployment, so the same
+/// code runs on one server, a Cluster, behind Sentinel or on Redlock masters:
+///
+/// | URL | locks live on |
+/// |---|---|
+/// | `redis://host:port/db` | one server |
+/// | `redis+cluster://host:port,host:port` | a Redis Cluster (feature `cluster`) |
+/// | `redis+sentinel://host:port,host:port/<master>` | the master Sentinel names (feature `sentinel`) |
+/// | `redis+redlock://host:port,host:port,host:port` | a majority of independent masters |
+/// Nothing is checked against the server until
 /// [`Locker::connect`](crate::Locker::connect); [`LockConfig::validate`] runs
 /// there and reports every bad value as [`LockError::Config`].
 ///
@@ -27,7 +40,7 @@ use crate::LockError;
 /// ```
 #[derive(Clone)]
 pub struct LockConfig {
-    pub(crate) server: redis::ConnectionInfo,
+    pub(crate) topology: Topology,
     pub(crate) key_prefix: String,
     pub(crate) default_ttl: Duration,
     pub(crate) default_wait: Option<Duration>,
@@ -36,6 +49,7 @@ pub struct LockConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) backoff_min: Duration,
     pub(crate) backoff_max: Duration,
+    pub(crate) replicas: Option<ReplicaAck>,
 }
 
 impl LockConfig {
@@ -50,8 +64,9 @@ impl LockConfig {
     /// Response timeout used unless [`LockConfig::response_timeout`] sets another.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 
-    /// A configuration for the Redis server at `url`
-    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS when
+    /// A configuration for the deployment at `url`: one server
+    /// (`redis://[user:password@]host[:port][/db]`), or one of the multi-host
+    /// forms in the table above (`rediss` instead of `redis` selects TLS when
     /// the redis crate is built with TLS).
     ///
     /// Fails with [`LockError::Config`] when the URL is empty or cannot be parsed.
@@ -60,6 +75,7 @@ impl LockConfig {
     /// use lock_runtime::{LockConfig, LockError};
     ///
     /// assert!(LockConfig::from_url("redis://127.0.0.1/").is_ok());
+    /// assert!(LockConfig::from_url("redis+redlock://10.0.0.1,10.0.0.2,10.0.0.3").is_ok());
     /// assert!(matches!(LockConfig::from_url(""), Err(LockError::Config(_))));
     /// assert!(matches!(LockConfig::from_url("http://x"), Err(LockError::Config(_))));
     /// ```
@@ -70,14 +86,75 @@ impl LockConfig {
                 "the Redis URL is empty; pass one such as `redis://127.0.0.1:6379/`",
             ));
         }
-        let server = url.into_connection_info().map_err(|err| {
-            LockError::config(format!(
-                "cannot parse the Redis URL `{}` ({err}); expected `redis://host:port/db`",
-                redact(url)
-            ))
-        })?;
-        Ok(Self {
-            server,
+        Ok(Self::for_topology(Topology::parse(url)?))
+    }
+
+    /// Redis Cluster reached through `nodes` (any of its nodes; the rest are
+    /// discovered), each a `redis://host:port` URL. Needs the `cluster` feature
+    /// at [`Locker::connect`](crate::Locker::connect).
+    ///
+    /// ```
+    /// let config = lock_runtime::LockConfig::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn cluster<I, S>(nodes: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes = parse_each(nodes, "cluster")?;
+        Ok(Self::for_topology(Topology::Cluster { nodes }))
+    }
+
+    /// The master that the `sentinels` (`redis://host:26379` URLs) monitor
+    /// under `master_name`, followed across failovers. Needs the `sentinel`
+    /// feature at [`Locker::connect`](crate::Locker::connect). Credentials
+    /// and database for the master go in [`LockConfig::from_url`]'s
+    /// `redis+sentinel://user:pass@h1,h2/<master>/<db>` form.
+    ///
+    /// ```
+    /// let config = lock_runtime::LockConfig::sentinel(["redis://10.0.0.1:26379"], "orders")?;
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn sentinel<I, S>(sentinels: I, master_name: &str) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        if master_name.is_empty() {
+            return Err(LockError::config(
+                "the Sentinel master name is empty; pass the name from `sentinel monitor <name> ...`",
+            ));
+        }
+        let sentinels = parse_each(sentinels, "sentinel")?;
+        Ok(Self::for_topology(Topology::Sentinel {
+            sentinels,
+            master: master_name.to_owned(),
+            node: redis::RedisConnectionInfo::default(),
+        }))
+    }
+
+    /// Redlock over independent `masters` (`redis://host:port` URLs, no
+    /// replication between them): a lock needs a majority of them.
+    ///
+    /// ```
+    /// let config = lock_runtime::LockConfig::redlock([
+    ///     "redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379",
+    /// ])?;
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn redlock<I, S>(masters: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let masters = parse_each(masters, "redlock")?;
+        Ok(Self::for_topology(Topology::Redlock { masters }))
+    }
+
+    fn for_topology(topology: Topology) -> Self {
+        Self {
+            topology,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             default_ttl: Self::DEFAULT_TTL,
             default_wait: None,
@@ -86,7 +163,8 @@ impl LockConfig {
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_millis(500),
-        })
+            replicas: None,
+        }
     }
 
     /// A configuration from the `REDIS_URL` environment variable.
@@ -156,6 +234,20 @@ impl LockConfig {
         self
     }
 
+    /// After each acquisition, wait until `replicas` replicas acknowledged
+    /// the lock's write (Redis `WAIT`), for at most `timeout`; if fewer do,
+    /// the lock is released and `acquire` fails with
+    /// [`LockError::NotReplicated`]. Off by default; a lock request can set
+    /// its own with [`LockRequest::wait_for_replicas`](crate::LockRequest::wait_for_replicas).
+    ///
+    /// Narrows (does not close) the window in which a failover loses a
+    /// fresh lock. One server or Sentinel only: a Cluster or Redlock
+    /// configuration with it fails at [`Locker::connect`](crate::Locker::connect).
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
     /// The key prefix in force.
     pub fn get_key_prefix(&self) -> &str {
         &self.key_prefix
@@ -222,6 +314,36 @@ impl LockConfig {
                 "response_timeout must be greater than zero and at most a day",
             ));
         }
+        if let Some(ack) = self.replicas {
+            ack.validate()?;
+            if matches!(
+                self.topology,
+                Topology::Cluster { .. } | Topology::Redlock { .. }
+            ) {
+                return Err(LockError::config(format!(
+                    "wait_for_replicas works with one server or Sentinel, not with {}",
+                    self.topology.kind()
+                )));
+            }
+        }
+        if let Topology::Redlock { masters } = &self.topology
+            && masters.len() < 3
+        {
+            return Err(LockError::config(format!(
+                "Redlock needs at least 3 independent masters (got {}): with fewer, one failure stops every lock",
+                masters.len()
+            )));
+        }
+        if let Topology::Cluster { nodes } | Topology::Redlock { masters: nodes } = &self.topology
+            && nodes.is_empty()
+        {
+            return Err(LockError::config("the list of Redis nodes is empty"));
+        }
+        if let Topology::Sentinel { sentinels, .. } = &self.topology
+            && sentinels.is_empty()
+        {
+            return Err(LockError::config("the list of sentinels is empty"));
+        }
         if self.backoff_min.is_zero()
             || self.backoff_min > self.backoff_max
             || self.backoff_max > day
@@ -238,15 +360,37 @@ impl fmt::Debug for LockConfig {
     // Hand-written so that a password in the URL never reaches a log line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockConfig")
-            .field("server", &self.server.addr().to_string())
+            .field("topology", &self.topology.kind())
+            .field("servers", &self.topology.addresses())
             .field("key_prefix", &self.key_prefix)
             .field("default_ttl", &self.default_ttl)
             .field("default_wait", &self.get_default_wait())
             .field("pool_size", &self.pool_size)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
+}
+
+/// Parses each node URL of a multi-node topology.
+fn parse_each<I, S>(urls: I, what: &str) -> Result<Vec<redis::ConnectionInfo>, LockError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    use redis::IntoConnectionInfo;
+    urls.into_iter()
+        .map(|url| {
+            let url = url.as_ref().trim();
+            url.into_connection_info().map_err(|err| {
+                LockError::config(format!(
+                    "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",
+                    redact(url)
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The URL with any `user:password@` part masked.
@@ -295,6 +439,13 @@ mod tests {
             base().connect_timeout(Duration::MAX),
             base().retry_backoff(Duration::from_secs(1), Duration::MAX),
             base().retry_backoff(Duration::from_secs(2), Duration::from_secs(1)),
+            base().wait_for_replicas(0, Duration::from_secs(1)),
+            base().wait_for_replicas(1, Duration::ZERO),
+            LockConfig::redlock(["redis://a", "redis://b"]).unwrap(),
+            LockConfig::cluster(Vec::<String>::new()).unwrap(),
+            LockConfig::cluster(["redis://a"])
+                .unwrap()
+                .wait_for_replicas(1, Duration::from_secs(1)),
         ];
         for config in bad {
             assert!(

@@ -1,0 +1,1 @@
+//! Redis Cluster: each lock in one hash slot, sharded release messages.

@@ -1,0 +1,46 @@
+//! [`ReleaseFeed`]: where the release listener subscribes.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
+/// Gives the server to subscribe on, asked again after every failure (so a
+/// listener follows a failover, or moves to another Redlock master).
+#[derive(Clone)]
+pub(crate) struct ClientSource(
+    Arc<dyn Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync>,
+);
+
+impl ClientSource {
+    /// Always the same server.
+    pub(crate) fn fixed(client: redis::Client) -> Self {
+        Self::new(move || {
+            let client = client.clone();
+            Box::pin(async move { Ok(client) })
+        })
+    }
+
+    /// Whatever `next` answers at each (re)connect.
+    pub(crate) fn new(
+        next: impl Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(next))
+    }
+
+    /// The server to subscribe on now.
+    pub(crate) async fn next(&self) -> redis::RedisResult<redis::Client> {
+        (self.0)().await
+    }
+}
+
+/// How release messages reach this process.
+#[derive(Clone)]
+pub(crate) enum ReleaseFeed {
+    /// Plain `SUBSCRIBE` on one server (a release `PUBLISH`es there; on a
+    /// replicated setup the message reaches replicas too).
+    PubSub(ClientSource),
+    /// Sharded pub/sub (`SSUBSCRIBE`) on the node that owns each channel's
+    /// slot, followed across resharding.
+    #[cfg(feature = "cluster")]
+    Sharded(redis::cluster::ClusterClient),
+}

@@ -1,0 +1,1 @@
+//! One master found, and followed across failovers, through Sentinel.

@@ -1,0 +1,251 @@
+//! Which Redis deployment holds the locks, and how it is written as a URL.
+//!
+//! | URL | topology |
+//! |---|---|
+//! | `redis://[user:pass@]host:port[/db]` | one server |
+//! | `redis+cluster://[user:pass@]host:port,host:port,...` | Redis Cluster (seed nodes) |
+//! | `redis+sentinel://[user:pass@]host:port,.../<master-name>[/db]` | the master that Sentinel names |
+//! | `redis+redlock://[user:pass@]host:port,host:port,...[/db]` | Redlock over independent masters |
+//!
+//! `rediss+...` selects TLS. Credentials and database apply to the data
+//! nodes (for Sentinel: to the master, not to the sentinels).
+
+use redis::{ConnectionInfo, IntoConnectionInfo};
+
+use crate::LockError;
+
+/// Where the locks live.
+#[derive(Clone, Debug)]
+pub(crate) enum Topology {
+    /// One server (or anything that speaks to clients like one).
+    Single(ConnectionInfo),
+    /// A Redis Cluster, reached through any of its nodes.
+    Cluster {
+        /// Seed nodes; the rest of the cluster is discovered from them.
+        nodes: Vec<ConnectionInfo>,
+    },
+    /// A master found, and followed across failovers, through Sentinel.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    Sentinel {
+        /// The sentinels to ask.
+        sentinels: Vec<ConnectionInfo>,
+        /// The name the sentinels monitor the master under.
+        master: String,
+        /// Credentials and database for the master and its replicas.
+        node: redis::RedisConnectionInfo,
+    },
+    /// Redlock: independent masters, a lock needs a majority of them.
+    Redlock {
+        /// The masters, each on its own (no replication between them).
+        masters: Vec<ConnectionInfo>,
+    },
+}
+
+impl Topology {
+    /// Parses any of the URL forms in the module docs.
+    pub(crate) fn parse(url: &str) -> Result<Self, LockError> {
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(bad_url(url, "it has no `scheme://`"));
+        };
+        let (base, kind) = match scheme.split_once('+') {
+            Some((base, kind)) => (base, Some(kind)),
+            None => (scheme, None),
+        };
+        match kind {
+            None => Ok(Topology::Single(node_info(url, url)?)),
+            Some("cluster") => Ok(Topology::Cluster {
+                nodes: MultiHost::split(url, base, rest)?.nodes(url, "")?,
+            }),
+            Some("redlock") => {
+                let hosts = MultiHost::split(url, base, rest)?;
+                let db = hosts.path.trim_matches('/');
+                Ok(Topology::Redlock {
+                    masters: hosts.nodes(url, db)?,
+                })
+            }
+            Some("sentinel") => {
+                let hosts = MultiHost::split(url, base, rest)?;
+                let mut path = hosts.path.trim_matches('/').splitn(2, '/');
+                let master = path.next().unwrap_or_default().to_owned();
+                if master.is_empty() {
+                    return Err(bad_url(
+                        url,
+                        "name the master after the hosts: `redis+sentinel://h1:26379,h2:26379/mymaster`",
+                    ));
+                }
+                let db = path.next().unwrap_or_default();
+                // The master's credentials and database ride on a node URL.
+                let node = node_info(url, &hosts.node_url(hosts.hosts[0], db))?
+                    .redis_settings()
+                    .clone();
+                // Sentinels are reached without the master's credentials.
+                let sentinels = hosts
+                    .hosts
+                    .iter()
+                    .map(|host| node_info(url, &format!("{}://{host}/", hosts.base)))
+                    .collect::<Result<_, _>>()?;
+                Ok(Topology::Sentinel {
+                    sentinels,
+                    master,
+                    node,
+                })
+            }
+            Some(other) => Err(bad_url(
+                url,
+                &format!("`+{other}` is not a topology; use `+cluster`, `+sentinel` or `+redlock`"),
+            )),
+        }
+    }
+
+    /// Every address this topology names, for logs (never credentials).
+    pub(crate) fn addresses(&self) -> Vec<String> {
+        let of = |infos: &[ConnectionInfo]| infos.iter().map(|i| i.addr().to_string()).collect();
+        match self {
+            Topology::Single(info) => vec![info.addr().to_string()],
+            Topology::Cluster { nodes } => of(nodes),
+            Topology::Sentinel { sentinels, .. } => of(sentinels),
+            Topology::Redlock { masters } => of(masters),
+        }
+    }
+
+    /// A short name for messages: `single`, `cluster`, `sentinel` or `redlock`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Topology::Single(_) => "single",
+            Topology::Cluster { .. } => "cluster",
+            Topology::Sentinel { .. } => "sentinel",
+            Topology::Redlock { .. } => "redlock",
+        }
+    }
+}
+
+/// The parts of a `scheme+kind://[auth@]h1,h2,.../path` URL.
+struct MultiHost<'a> {
+    base: &'a str,
+    auth: Option<&'a str>,
+    hosts: Vec<&'a str>,
+    path: &'a str,
+}
+
+impl<'a> MultiHost<'a> {
+    fn split(url: &str, base: &'a str, rest: &'a str) -> Result<Self, LockError> {
+        if base != "redis" && base != "rediss" {
+            return Err(bad_url(
+                url,
+                "the scheme must be `redis+...` or `rediss+...`",
+            ));
+        }
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (auth, host_list) = match authority.rsplit_once('@') {
+            Some((auth, hosts)) => (Some(auth), hosts),
+            None => (None, authority),
+        };
+        let hosts: Vec<&str> = host_list.split(',').map(str::trim).collect();
+        if hosts.iter().any(|host| host.is_empty()) {
+            return Err(bad_url(url, "list the hosts as `host:port,host:port`"));
+        }
+        Ok(Self {
+            base,
+            auth,
+            hosts,
+            path,
+        })
+    }
+
+    fn node_url(&self, host: &str, db: &str) -> String {
+        match self.auth {
+            Some(auth) => format!("{}://{auth}@{host}/{db}", self.base),
+            None => format!("{}://{host}/{db}", self.base),
+        }
+    }
+
+    fn nodes(&self, url: &str, db: &str) -> Result<Vec<ConnectionInfo>, LockError> {
+        self.hosts
+            .iter()
+            .map(|host| node_info(url, &self.node_url(host, db)))
+            .collect()
+    }
+}
+
+fn node_info(whole_url: &str, node_url: &str) -> Result<ConnectionInfo, LockError> {
+    node_url
+        .into_connection_info()
+        .map_err(|err| bad_url(whole_url, &err.to_string()))
+}
+
+fn bad_url(url: &str, why: &str) -> LockError {
+    LockError::config(format!(
+        "cannot parse the Redis URL `{}`: {why}",
+        super::redact(url)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_server() {
+        let Topology::Single(info) = Topology::parse("redis://127.0.0.1:7000/2").unwrap() else {
+            panic!("not single");
+        };
+        assert_eq!(info.addr().to_string(), "127.0.0.1:7000");
+        assert_eq!(info.redis_settings().db(), 2);
+    }
+
+    #[test]
+    fn cluster_seeds_carry_credentials() {
+        let topology =
+            Topology::parse("redis+cluster://u:pw@127.0.0.1:7000,127.0.0.1:7001").unwrap();
+        let Topology::Cluster { nodes } = &topology else {
+            panic!("not cluster");
+        };
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[1].redis_settings().password(), Some("pw"));
+        assert_eq!(topology.addresses(), ["127.0.0.1:7000", "127.0.0.1:7001"]);
+    }
+
+    #[test]
+    fn sentinel_names_its_master_and_database() {
+        let topology =
+            Topology::parse("redis+sentinel://:pw@h1:26379,h2:26380/mymaster/3").unwrap();
+        let Topology::Sentinel {
+            sentinels,
+            master,
+            node,
+        } = topology
+        else {
+            panic!("not sentinel");
+        };
+        assert_eq!(master, "mymaster");
+        assert_eq!(node.db(), 3);
+        assert_eq!(node.password(), Some("pw"));
+        assert_eq!(sentinels.len(), 2);
+        assert_eq!(sentinels[0].redis_settings().password(), None);
+    }
+
+    #[test]
+    fn redlock_lists_its_masters() {
+        let Topology::Redlock { masters } = Topology::parse("redis+redlock://a:1,b:2,c:3").unwrap()
+        else {
+            panic!("not redlock");
+        };
+        assert_eq!(masters.len(), 3);
+    }
+
+    #[test]
+    fn bad_forms_are_config_errors() {
+        for url in [
+            "redis+sentinel://h1:26379",
+            "redis+cluster://h1:1,,h2:2",
+            "redis+mesh://h1",
+            "http+cluster://h1",
+            "h1:6379",
+        ] {
+            assert!(
+                matches!(Topology::parse(url), Err(LockError::Config(_))),
+                "{url}"
+            );
+        }
+    }
+}

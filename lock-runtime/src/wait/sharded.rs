@@ -1,0 +1,1 @@
+//! The release listener on a Redis Cluster: sharded pub/sub.
