@@ -1,0 +1,175 @@
+//! `wait_for_replicas`: after acquiring, the lock waits for replicas to
+//! confirm it (Redis `WAIT`), on a master with one real replica.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::RedisServer;
+use lock_tests::exclusion::{Load, hammer};
+
+/// A master and one replica, in sync.
+fn master_and_replica() -> (RedisServer, RedisServer) {
+    // Diskless sync without its default 5 s grace, so the replica is in
+    // sync at once.
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !info(&replica, "replication").contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (master, replica)
+}
+
+fn info(server: &RedisServer, section: &str) -> String {
+    match server.cmd(&["INFO", section]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO answered {other:?}"),
+    }
+}
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
+}
+
+async fn connect(url: &str, configure: impl FnOnce(LockConfig) -> LockConfig) -> Locker {
+    let config = configure(LockConfig::from_url(url).unwrap());
+    Locker::connect(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_lock_is_already_on_the_replica() {
+    let (master, replica) = master_and_replica();
+    let locker = connect(&master.url(), |config| {
+        config.wait_for_replicas(1, Duration::from_secs(2))
+    })
+    .await;
+    let guard = locker.lock("stock:1").acquire().await.unwrap();
+    // WAIT returned only after the replica acknowledged the write, so it
+    // is there now, not eventually.
+    assert!(exists(&replica, "lock:{stock:1}"));
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_replica_gives_a_clear_error_and_leaves_nothing_held() {
+    let (master, replica) = master_and_replica();
+    let locker = connect(&master.url(), |config| {
+        config.wait_for_replicas(1, Duration::from_millis(300))
+    })
+    .await;
+    replica.pause();
+    let started = Instant::now();
+    let err = locker.lock("stock:2").acquire().await.unwrap_err();
+    let took = started.elapsed();
+    replica.resume();
+    let LockError::NotReplicated {
+        ref key,
+        acked,
+        wanted,
+        timeout,
+    } = err
+    else {
+        panic!("expected NotReplicated, got {err:?}");
+    };
+    assert_eq!(
+        (key.as_str(), acked, wanted, timeout),
+        ("stock:2", 0, 1, Duration::from_millis(300))
+    );
+    assert_eq!(
+        err.to_string(),
+        "lock `stock:2` reached 0 of the 1 replicas it waits for within 300ms; it was released"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // Released before the error was returned, not later in the background.
+    assert!(!exists(&master, "lock:{stock:2}"));
+    let other = connect(&master.url(), |config| config).await;
+    let guard = other.lock("stock:2").try_acquire().await.unwrap();
+    assert!(guard.is_some(), "the lock was left held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_request_can_ask_for_replicas_itself() {
+    let master = RedisServer::start(); // no replica at all
+    let locker = connect(&master.url(), |config| config).await;
+    let err = locker
+        .lock("stock:3")
+        .wait_for_replicas(1, Duration::from_millis(100))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::NotReplicated { acked: 0, .. }),
+        "{err:?}"
+    );
+    assert!(!exists(&master, "lock:{stock:3}"));
+    let bad = locker
+        .lock("stock:3")
+        .wait_for_replicas(0, Duration::from_millis(100))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(bad, LockError::Config(_)), "{bad:?}");
+    // Without the request asking, the same locker does not wait.
+    let guard = locker.lock("stock:3").acquire().await.unwrap();
+    assert!(guard.release().await.unwrap());
+}
+
+/// `WAIT` blocks its connection; lock traffic must not queue behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_traffic_does_not_queue_behind_a_pending_wait() {
+    let (master, replica) = master_and_replica();
+    let locker = connect(&master.url(), |config| config.pool_size(1)).await;
+    replica.pause();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            locker
+                .lock("slow")
+                .wait_for_replicas(1, Duration::from_secs(3))
+                .acquire()
+                .await
+        })
+    };
+    // Let the WAIT reach the server (it is pending while the lock exists).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !exists(&master, "lock:{slow}") {
+        assert!(Instant::now() < deadline, "the WAIT acquisition never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for i in 0..20 {
+        let guard = locker.lock(format!("fast:{i}")).acquire().await.unwrap();
+        assert!(guard.release().await.unwrap());
+    }
+    assert!(
+        !waiting.is_finished(),
+        "20 lock round trips should finish long before a 3 s WAIT"
+    );
+    replica.resume();
+    // Resumed, the replica catches up and acknowledges: the lock is granted.
+    let guard = waiting.await.unwrap().unwrap();
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_with_replica_acknowledgement() {
+    let (master, _replica) = master_and_replica();
+    let mut lockers = Vec::new();
+    for _ in 0..3 {
+        lockers.push(
+            connect(&master.url(), |config| {
+                config.wait_for_replicas(1, Duration::from_secs(1))
+            })
+            .await,
+        );
+    }
+    let load = Load::new("replicated", Duration::from_secs(3));
+    let report = hammer(&lockers, &load).await;
+    eprintln!("replication: {report}");
+    assert!(report.entries > 50, "{report}");
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.fence_regressions, 0, "{report}");
+    assert_eq!(report.error_count(), 0, "{report}");
+}
