@@ -5,56 +5,31 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use lock_runtime::{LockConfig, Locker};
-use lock_tests::{RedisServer, Worker};
+use lock_tests::RedisServer;
+use lock_tests::exclusion::CountRun;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
 
-fn counter_value(server: &RedisServer, key: &str) -> u64 {
-    match server.cmd(&["GET", key]) {
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
-        other => panic!("counter `{key}` holds {other:?}"),
-    }
-}
-
-/// Runs `processes` workers of `tasks` tasks doing `iterations` increments.
-fn run_counters(
-    server: &RedisServer,
-    processes: usize,
-    tasks: usize,
-    iterations: usize,
-    extra: &[&str],
-) {
-    let url = server.url();
-    let (tasks, iterations) = (tasks.to_string(), iterations.to_string());
-    let workers: Vec<Worker> = (0..processes)
-        .map(|_| {
-            let mut args = vec![
-                "count",
-                &url,
-                "counter-lock",
-                "counter",
-                &tasks,
-                &iterations,
-            ];
-            args.extend_from_slice(extra);
-            Worker::spawn(WORKER, &args)
-        })
-        .collect();
-    for worker in workers {
-        let output = worker.finish(Duration::from_secs(120));
-        assert!(
-            output.status.success(),
-            "worker failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+/// `processes` workers of 32 tasks doing 10 locked increments each, lock
+/// and counter on one server.
+fn count_run<'a>(server_url: &'a str, processes: usize, extra: &'a [&'a str]) -> CountRun<'a> {
+    CountRun {
+        worker: WORKER,
+        lock_url: server_url,
+        processes,
+        tasks: 32,
+        iterations: 10,
+        extra,
+        limit: Duration::from_secs(120),
     }
 }
 
 #[test]
 fn two_processes_of_32_tasks_never_lose_an_increment() {
     let server = RedisServer::start();
-    run_counters(&server, 2, 32, 10, &[]);
-    assert_eq!(counter_value(&server, "counter"), 2 * 32 * 10);
+    let url = server.url();
+    let run = count_run(&url, 2, &[]);
+    assert_eq!(run.run(&server), run.expected());
 }
 
 /// The control: the same workload without the lock does lose updates, so
@@ -62,10 +37,11 @@ fn two_processes_of_32_tasks_never_lose_an_increment() {
 #[test]
 fn without_the_lock_the_same_workload_loses_increments() {
     let server = RedisServer::start();
-    run_counters(&server, 2, 32, 10, &["--no-lock"]);
-    let value = counter_value(&server, "counter");
+    let url = server.url();
+    let run = count_run(&url, 2, &["--no-lock"]);
+    let value = run.run(&server);
     assert!(
-        value < 2 * 32 * 10,
+        value < run.expected(),
         "no update was lost ({value}); the race window is too small"
     );
 }
