@@ -57,6 +57,9 @@ fn not_connected(master: &Master) -> LockError {
     LockError::Redis(redis::RedisError::from((
         redis::ErrorKind::Io,
         "Redlock master not connected",
-        format!("{} has not been reached yet; retrying in the background", master.addr()),
+        format!(
+            "{} has not been reached yet; retrying in the background",
+            master.addr()
+        ),
     )))
 }

@@ -259,10 +259,7 @@ impl RedlockBackend {
             |backend| async move {
                 let mut connection = backend.pool[conn].clone();
                 let mut invocation = scripts::RAISE_FENCE.key(keys.lock());
-                invocation
-                    .key(keys.fence())
-                    .arg(token.as_str())
-                    .arg(fence);
+                invocation.key(keys.fence()).arg(token.as_str()).arg(fence);
                 let ours: i64 = invocation.invoke_async(&mut connection).await?;
                 Ok(ours == 1)
             }

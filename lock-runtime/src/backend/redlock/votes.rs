@@ -69,19 +69,17 @@ impl AcquireVotes {
         }
     }
 
-    /// The outcome, once the answers so far settle it. While a majority
-    /// is out of reach but it is unclear whether owners or failures are to
-    /// blame, the missing answers are waited for.
+    /// The outcome, once the answers so far settle it: a majority granted,
+    /// or other owners hold too many masters. A failure is only decided
+    /// once every master answered, so that its count of grants is exact.
     pub(super) fn decided(&self) -> Option<Verdict> {
         let needed = quorum(self.total);
         let pending = self.total - self.granted.len() - self.busy.len() - self.failed;
         if self.granted.len() >= needed {
             return Some(self.verdict(0));
         }
-        let reachable = self.granted.len() + pending >= needed;
-        let failures_decide = self.failed > self.total - needed;
         let owners_decide = self.busy.len() > self.total - needed;
-        (!reachable && (failures_decide || owners_decide || pending == 0)).then(|| self.verdict(0))
+        (owners_decide || pending == 0).then(|| self.verdict(0))
     }
 
     /// The outcome when no more answers will come; the `missing` masters
@@ -161,7 +159,9 @@ impl RenewalVotes {
     /// that no majority is possible; or neither (retried by the watchdog
     /// while the lease is valid).
     pub(super) fn answers(&self) -> Vec<Renewed> {
-        (0..self.yes.len()).map(|lease| self.answer(lease)).collect()
+        (0..self.yes.len())
+            .map(|lease| self.answer(lease))
+            .collect()
     }
 
     fn answer(&self, lease: usize) -> Renewed {
@@ -222,13 +222,15 @@ mod tests {
     }
 
     #[test]
-    fn three_failures_of_five_decide_failed() {
-        let votes = round(&[Vote::Failed, Vote::Granted(1), Vote::Failed, Vote::Failed]);
-        assert_eq!(votes.decided(), Some(Verdict::Failed { granted: 1 }));
+    fn three_failures_of_five_decide_failed_once_all_answered() {
+        let mut votes = round(&[Vote::Failed, Vote::Granted(1), Vote::Failed, Vote::Failed]);
+        assert_eq!(votes.decided(), None);
+        votes.add(4, Vote::Granted(3));
+        assert_eq!(votes.decided(), Some(Verdict::Failed { granted: 2 }));
     }
 
     #[test]
-    fn a_mixed_loss_waits_for_the_last_answer_and_then_waits_for_owners() {
+    fn a_mixed_loss_waits_for_the_last_answer_and_then_for_the_owners() {
         let mut votes = round(&[
             Vote::Granted(1),
             Vote::Busy(MS(300)),
