@@ -1,44 +1,49 @@
 //! One call on every master at once, each bounded on its own, answers
-//! taken in the order they arrive (so a round can stop as soon as its
-//! outcome is known, without waiting for a slow master).
+//! taken in the order they arrive, so a round can stop as soon as its
+//! outcome is known without waiting for a slow master.
+//!
+//! The calls run in a task of their own and always run to their end (or
+//! bound), whether or not anyone still reads their answers: a script call
+//! on a master that lost its scripts takes three round trips (`EVALSHA`,
+//! `NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA`), and one cut off after the first
+//! would leave that master without the lock (or the renewal) every time it
+//! is the slowest.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, Stream};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::mpsc;
 
 use super::master::Master;
 use crate::LockError;
 use crate::backend::redis::RedisBackend;
 
-/// Starts `call` on each master in `masters` (by index into `all`); yields
-/// `(index, answer)` as answers arrive. A master never reached answers an
-/// error at once; one that does not answer within `bound` answers a
-/// timeout error.
-///
-/// Dropping the stream drops the calls still running. A command already
-/// written to a connection still runs on the server; anything sent later
-/// on the same pooled connection runs after it.
-pub(super) fn fan_out<'a, T, Fut>(
-    all: &'a [Arc<Master>],
+/// Starts `call` on each master of `masters` (indices into `all`); the
+/// receiver yields `(index, answer)` as answers arrive and ends when every
+/// call has ended. A master never reached answers an error at once; one
+/// that does not answer within `bound` answers a timeout error.
+pub(super) fn fan_out<T, Fut>(
+    all: &Arc<[Arc<Master>]>,
     masters: impl IntoIterator<Item = usize>,
     bound: Duration,
     what: &'static str,
     call: impl Fn(Arc<RedisBackend>) -> Fut,
-) -> impl Stream<Item = (usize, Result<T, LockError>)> + 'a
+) -> mpsc::UnboundedReceiver<(usize, Result<T, LockError>)>
 where
-    T: 'a,
-    Fut: Future<Output = Result<T, LockError>> + 'a,
+    T: Send + 'static,
+    Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    masters
+    let calls: FuturesUnordered<_> = masters
         .into_iter()
         .map(|index| {
-            let master = &all[index];
+            let master = all[index].clone();
             let running = master.backend().map(&call);
             async move {
                 let answer = match running {
-                    None => Err(not_connected(master)),
+                    None => Err(not_connected(&master)),
                     Some(running) => match tokio::time::timeout(bound, running).await {
                         Ok(answer) => answer,
                         Err(_) => Err(LockError::redis_timeout(what, bound)),
@@ -50,7 +55,14 @@ where
                 (index, answer)
             }
         })
-        .collect::<FuturesUnordered<_>>()
+        .collect();
+    let (answers, receiver) = mpsc::unbounded_channel();
+    tokio::spawn(calls.for_each(move |answer| {
+        // A reader that stopped listening is fine: the call still ran.
+        let _ = answers.send(answer);
+        std::future::ready(())
+    }));
+    receiver
 }
 
 fn not_connected(master: &Master) -> LockError {

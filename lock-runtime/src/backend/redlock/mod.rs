@@ -10,17 +10,22 @@
 //! `ttl - elapsed - drift - margin` (drift = ttl/100 + 2 ms, margin =
 //! ttl/20); an answer that arrives after that is asked again.
 //!
-//! - A majority granted: their highest fence counter is the fence (see
-//!   below), then a second round confirms the lock on those masters and
-//!   raises their counters to it. Confirmed on a majority: acquired.
-//! - Other owners hold so many masters that no majority is possible:
-//!   *busy*; the waiter sleeps until enough of their leases could end.
-//! - Failed masters (error, timeout, never reached) make a majority
-//!   impossible: [`LockError::QuorumNotReached`].
+//! - A majority granted: decided at once, without waiting for the other
+//!   masters (their calls still run to the end in the background, so the
+//!   lock lands on every live master). The highest fence counter of the
+//!   majority is the fence (see below); a second round confirms the lock on
+//!   those masters and raises their counters to it. Confirmed on a
+//!   majority: acquired.
+//! - No majority: decided once every master answered (or hit its bound).
+//!   If failed masters (error, timeout, never reached) alone make a
+//!   majority impossible: [`LockError::QuorumNotReached`]; otherwise other
+//!   owners are in the way: *busy*, and the waiter sleeps until enough of
+//!   their leases could end.
 //!
 //! A round that does not end acquired first deletes our key (compare and
-//! delete) on every master that may hold it, so a failed attempt leaves
-//! nothing behind.
+//! delete) on every master that may hold it, and waits for that, so a
+//! failed attempt leaves nothing behind and a retry cannot be overtaken by
+//! the clean-up of the previous try.
 //!
 //! # Renew and release
 //! A renewal is confirmed for a lease when a majority renewed it, and is
@@ -28,6 +33,9 @@
 //! otherwise (failed masters) it is unknown, and the watchdog retries it
 //! until the lease's validity, counted from the round's send, runs out.
 //! Release runs on every master; it fails only when every master failed.
+//! A release sent while a straggling grant of the same acquisition is
+//! still on its way to a slow master can arrive first there: that master
+//! then keeps the key, on a minority, until its lease runs out.
 //!
 //! # Fencing tokens
 //! Every master has its own counter per key. The fence handed out is the
@@ -69,12 +77,10 @@ mod fan_out;
 mod master;
 mod votes;
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::future::join_all;
 
 use self::fan_out::fan_out;
@@ -184,27 +190,23 @@ impl RedlockBackend {
         let total = self.masters.len();
         let mut votes = AcquireVotes::new(total);
         let mut answered = 0;
-        {
-            let mut round = pin!(fan_out(
-                &self.masters,
-                0..total,
-                bound,
-                "acquire",
-                |backend| async move { backend.acquire(conn, keys, token, ttl_ms, None).await }
-            ));
-            while let Some((index, answer)) = round.next().await {
-                answered += 1;
-                votes.add(
-                    index,
-                    match answer {
-                        Ok(AcquireReply::Acquired { fence }) => Vote::Granted(fence),
-                        Ok(AcquireReply::Busy { pttl }) => Vote::Busy(pttl),
-                        Err(_) => Vote::Failed,
-                    },
-                );
-                if votes.decided().is_some() {
-                    break;
-                }
+        let (owned_keys, owned_token) = (keys.clone(), token.clone());
+        let mut round = fan_out(&self.masters, 0..total, bound, "acquire", move |backend| {
+            let (keys, token) = (owned_keys.clone(), owned_token.clone());
+            async move { backend.acquire(conn, &keys, &token, ttl_ms, None).await }
+        });
+        while let Some((index, answer)) = round.recv().await {
+            answered += 1;
+            votes.add(
+                index,
+                match answer {
+                    Ok(AcquireReply::Acquired { fence }) => Vote::Granted(fence),
+                    Ok(AcquireReply::Busy { pttl }) => Vote::Busy(pttl),
+                    Err(_) => Vote::Failed,
+                },
+            );
+            if votes.decided().is_some() {
+                break;
             }
         }
         let needed = quorum(total);
@@ -238,7 +240,8 @@ impl RedlockBackend {
     }
 
     /// Confirms the lock on `granted` and raises their counters to `fence`;
-    /// answers on how many masters both happened.
+    /// answers on how many masters both happened (counting stops once a
+    /// majority did).
     async fn raise_fence(
         &self,
         conn: usize,
@@ -250,21 +253,18 @@ impl RedlockBackend {
     ) -> usize {
         let needed = quorum(self.masters.len());
         let mut pending = granted.len();
-        let mut confirmed = 0;
-        let mut round = pin!(fan_out(
-            &self.masters,
-            granted,
-            bound,
-            "confirm",
-            |backend| async move {
-                let mut connection = backend.pool[conn].clone();
-                let mut invocation = scripts::RAISE_FENCE.key(keys.lock());
-                invocation.key(keys.fence()).arg(token.as_str()).arg(fence);
+        let mut invocation = scripts::RAISE_FENCE.key(keys.lock());
+        invocation.key(keys.fence()).arg(token.as_str()).arg(fence);
+        let invocation = Arc::new(invocation);
+        let mut round = fan_out(&self.masters, granted, bound, "confirm", |backend| {
+            let (invocation, mut connection) = (invocation.clone(), backend.pool[conn].clone());
+            async move {
                 let ours: i64 = invocation.invoke_async(&mut connection).await?;
                 Ok(ours == 1)
             }
-        ));
-        while let Some((_, answer)) = round.next().await {
+        });
+        let mut confirmed = 0;
+        while let Some((_, answer)) = round.recv().await {
             pending -= 1;
             confirmed += usize::from(matches!(answer, Ok(true)));
             if confirmed >= needed || confirmed + pending < needed {
@@ -284,14 +284,24 @@ impl RedlockBackend {
         masters: impl IntoIterator<Item = usize>,
         bound: Duration,
     ) {
-        let round = fan_out(
-            &self.masters,
-            masters,
-            bound,
-            "clean-up release",
-            |backend| async move { backend.release(conn, keys, token).await },
-        );
-        round.for_each(|_| async {}).await;
+        let mut round = self.release_on(conn, keys, token, masters, bound);
+        while round.recv().await.is_some() {}
+    }
+
+    /// Starts a release on each of `masters`.
+    fn release_on(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        masters: impl IntoIterator<Item = usize>,
+        bound: Duration,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<(usize, Result<bool, LockError>)> {
+        let (keys, token) = (keys.clone(), token.clone());
+        fan_out(&self.masters, masters, bound, "release", move |backend| {
+            let (keys, token) = (keys.clone(), token.clone());
+            async move { backend.release(conn, &keys, &token).await }
+        })
     }
 
     /// Deletes the lock on every master where it is ours; true when any
@@ -302,15 +312,10 @@ impl RedlockBackend {
         keys: &LockKeys,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let mut round = pin!(fan_out(
-            &self.masters,
-            0..self.masters.len(),
-            self.call_bound,
-            "release",
-            |backend| async move { backend.release(conn, keys, token).await }
-        ));
+        let all = 0..self.masters.len();
+        let mut round = self.release_on(conn, keys, token, all, self.call_bound);
         let (mut answered, mut deleted, mut first_error) = (0, false, None);
-        while let Some((_, answer)) = round.next().await {
+        while let Some((_, answer)) = round.recv().await {
             match answer {
                 Ok(here) => {
                     answered += 1;
@@ -338,14 +343,22 @@ impl RedlockBackend {
         let total = self.masters.len();
         let mut votes = RenewalVotes::new(total, batch.len());
         let (mut answered, mut first_error) = (0, None);
-        let mut round = pin!(fan_out(
-            &self.masters,
-            0..total,
-            bound,
-            "extend",
-            |backend| extend_fenced(backend.renewals.clone(), batch)
-        ));
-        while let Some((_, answer)) = round.next().await {
+        let invocation = Arc::new(extend_fenced(batch));
+        let leases = batch.len();
+        let mut round = fan_out(&self.masters, 0..total, bound, "extend", |backend| {
+            let (invocation, mut connection) = (invocation.clone(), backend.renewals.clone());
+            async move {
+                let renewed: Vec<i64> = invocation.invoke_async(&mut connection).await?;
+                if renewed.len() != leases {
+                    return Err(LockError::Redis(redis::RedisError::from((
+                        redis::ErrorKind::UnexpectedReturnType,
+                        "the extend script answered for a different number of locks",
+                    ))));
+                }
+                Ok(renewed.into_iter().map(|r| r == 1).collect::<Vec<_>>())
+            }
+        });
+        while let Some((_, answer)) = round.recv().await {
             match answer {
                 Ok(renewed) => {
                     answered += 1;
@@ -367,11 +380,8 @@ impl RedlockBackend {
     }
 }
 
-/// One master's renewal of `batch`: one bool (still ours there) per lease.
-async fn extend_fenced(
-    mut connection: redis::aio::ConnectionManager,
-    batch: &[Renewal<'_>],
-) -> Result<Vec<bool>, LockError> {
+/// The renewal of `batch`, as sent to every master.
+fn extend_fenced(batch: &[Renewal<'_>]) -> redis::ScriptInvocation<'static> {
     let mut invocation = scripts::EXTEND_FENCED.prepare_invoke();
     for renewal in batch {
         invocation
@@ -381,12 +391,5 @@ async fn extend_fenced(
             .arg(renewal.ttl_ms)
             .arg(renewal.fence);
     }
-    let renewed: Vec<i64> = invocation.invoke_async(&mut connection).await?;
-    if renewed.len() != batch.len() {
-        return Err(LockError::Redis(redis::RedisError::from((
-            redis::ErrorKind::UnexpectedReturnType,
-            "the extend script answered for a different number of locks",
-        ))));
-    }
-    Ok(renewed.into_iter().map(|r| r == 1).collect())
+    invocation
 }

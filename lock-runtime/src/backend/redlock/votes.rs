@@ -69,17 +69,17 @@ impl AcquireVotes {
         }
     }
 
-    /// The outcome, once the answers so far settle it: a majority granted,
-    /// or other owners hold too many masters. A failure is only decided
-    /// once every master answered, so that its count of grants is exact.
+    /// The outcome, once the answers so far settle it: at once when a
+    /// majority granted; otherwise only when every master answered, so that
+    /// a failed round's clean-up is ordered after every one of its calls and
+    /// its count of grants is exact.
     pub(super) fn decided(&self) -> Option<Verdict> {
         let needed = quorum(self.total);
         let pending = self.total - self.granted.len() - self.busy.len() - self.failed;
         if self.granted.len() >= needed {
             return Some(self.verdict(0));
         }
-        let owners_decide = self.busy.len() > self.total - needed;
-        (owners_decide || pending == 0).then(|| self.verdict(0))
+        (pending == 0).then(|| self.verdict(0))
     }
 
     /// The outcome when no more answers will come; the `missing` masters
@@ -210,15 +210,27 @@ mod tests {
     }
 
     #[test]
-    fn three_owners_of_five_decide_busy_at_once() {
-        let votes = round(&[
+    fn three_owners_of_five_are_busy_once_all_answered() {
+        let mut votes = round(&[
             Vote::Busy(MS(900)),
             Vote::Granted(1),
             Vote::Busy(MS(100)),
             Vote::Busy(MS(500)),
         ]);
-        // Two more masters needed: the second-shortest owner lease.
-        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(500) }));
+        assert_eq!(votes.decided(), None);
+        votes.add(4, Vote::Granted(2));
+        // One more master needed: the shortest owner lease.
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(100) }));
+        assert_eq!(
+            round(&[
+                Vote::Busy(MS(900)),
+                Vote::Busy(MS(100)),
+                Vote::Busy(MS(500))
+            ])
+            .verdict(2),
+            // Three more needed, two never answered: all three owners.
+            Verdict::Busy { pttl: MS(900) }
+        );
     }
 
     #[test]
@@ -268,7 +280,7 @@ mod tests {
         assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(5) }));
         // Three owners, one of them for good: a majority needs that one too.
         let votes = round(&[Vote::Busy(None), Vote::Busy(None), Vote::Busy(MS(5))]);
-        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: None }));
+        assert_eq!(votes.verdict(2), Verdict::Busy { pttl: None });
     }
 
     #[test]
