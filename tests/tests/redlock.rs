@@ -53,6 +53,15 @@ fn get(server: &RedisServer, key: &str) -> Option<String> {
     }
 }
 
+/// Polls `condition` until it holds; fails the test after a second.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within a second: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Whether `future` completes within `limit`.
 async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
     tokio::time::timeout(limit, future).await.is_ok()
@@ -112,11 +121,10 @@ async fn two_masters_of_five_down_change_nothing() {
     let ttl = Duration::from_millis(900);
     let guard = locker.lock("rl-held").ttl(ttl).acquire().await.unwrap();
     // The acquire returns at a majority; the last two grants land just after.
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !masters.iter().all(|m| exists(m, "lock:{rl-held}")) {
-        assert!(Instant::now() < deadline, "not held on every master");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("held on every master", || {
+        masters.iter().all(|m| exists(m, "lock:{rl-held}"))
+    })
+    .await;
 
     // Two masters die during the hold: renewals still reach a majority.
     masters[0].kill();
@@ -154,10 +162,7 @@ async fn two_masters_of_five_down_change_nothing() {
             .is_none()
     );
     guard.release().await.unwrap();
-    let load = Load {
-        ttl: Duration::from_secs(1),
-        ..Load::new("rl-minority-down", Duration::from_secs(2))
-    };
+    let load = Load::new("rl-minority-down", Duration::from_secs(2));
     let report = hammer(&[locker, other], &load).await;
     println!("hammer with 2 of 5 masters down: {report}");
     assert!(report.entries > 10, "too few entries: {report}");
@@ -279,7 +284,11 @@ async fn split_votes_are_decided_by_the_majority() {
     assert!(ours[2].is_some() && ours[2] == ours[3] && ours[3] == ours[4]);
     assert_ne!(ours[2].as_deref(), Some("other"));
     assert!(guard.release().await.unwrap());
-    assert!((2..5).all(|i| !exists(&masters[i], lock)));
+    // Release returns at a majority of answers; the rest follow.
+    eventually("released on the three free masters", || {
+        (2..5).all(|i| !exists(&masters[i], lock))
+    })
+    .await;
     assert!((0..2).all(|i| get(&masters[i], lock).as_deref() == Some("other")));
 
     // Two owners, one master each: the three free masters are enough.
@@ -291,6 +300,10 @@ async fn split_votes_are_decided_by_the_majority() {
         .unwrap()
         .unwrap();
     guard.release().await.unwrap();
+    eventually("released on the three free masters", || {
+        (2..5).all(|i| !exists(&masters[i], lock))
+    })
+    .await;
 
     // Three of five held: busy, and the two that granted are given back.
     set_on(&masters, &[2], "other", "60000");
@@ -409,5 +422,58 @@ async fn start_up_needs_a_majority_of_masters() {
         took < CONNECT_TIMEOUT + Duration::from_millis(400),
         "took {took:?}"
     );
+    println!("took {:?}", started.elapsed());
+}
+
+/// Frozen masters (SIGSTOP: connections open, no answers) cost a round at
+/// most a tenth of the lease, and a majority needs no answer from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_masters_do_not_eat_the_lease() {
+    let started = Instant::now();
+    let masters = start_masters(5);
+    let locker = locker(&url_of(&masters)).await;
+    let ttl = Duration::from_millis(1000);
+    masters[0].pause();
+    masters[1].pause();
+
+    let asked = Instant::now();
+    let guard = locker.lock("rl-frozen").ttl(ttl).acquire().await.unwrap();
+    let took = asked.elapsed();
+    println!("acquired with two frozen masters in {took:?}");
+    assert!(took < ttl / 10, "took {took:?}");
+    assert!(
+        !completes_within(ttl * 2, guard.lost()).await,
+        "renewals on three live masters of five did not keep the lock"
+    );
+    let asked = Instant::now();
+    assert!(guard.release().await.unwrap());
+    let took = asked.elapsed();
+    assert!(took < ttl / 10, "release took {took:?}");
+    assert!((2..5).all(|i| !exists(&masters[i], "lock:{rl-frozen}")));
+
+    // A third frozen master: no majority. The vote waits for each frozen
+    // master's bound (ttl/10), the clean-up as long again.
+    masters[2].pause();
+    let asked = Instant::now();
+    let answer = locker.lock("rl-frozen-3").ttl(ttl).try_acquire().await;
+    let took = asked.elapsed();
+    println!("QuorumNotReached with three frozen masters after {took:?}");
+    assert!(
+        matches!(
+            answer,
+            Err(LockError::QuorumNotReached {
+                granted: 2,
+                needed: 3,
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+    assert!(took < ttl / 2, "took {took:?}");
+    assert!(!exists(&masters[3], "lock:{rl-frozen-3}"));
+    assert!(!exists(&masters[4], "lock:{rl-frozen-3}"));
+    for master in &masters[..3] {
+        master.resume();
+    }
     println!("took {:?}", started.elapsed());
 }

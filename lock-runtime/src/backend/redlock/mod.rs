@@ -32,7 +32,8 @@
 //! *gone* when so many masters refused it that no majority is possible;
 //! otherwise (failed masters) it is unknown, and the watchdog retries it
 //! until the lease's validity, counted from the round's send, runs out.
-//! Release runs on every master; it fails only when every master failed.
+//! Release runs on every master and returns once a majority answered; it
+//! fails only when every master failed.
 //! A release sent while a straggling grant of the same acquisition is
 //! still on its way to a slow master can arrive first there: that master
 //! then keeps the key, on a minority, until its lease runs out.
@@ -305,7 +306,10 @@ impl RedlockBackend {
     }
 
     /// Deletes the lock on every master where it is ours; true when any
-    /// master deleted it. Fails only when no master answered.
+    /// master that answered deleted it. Returns once a majority answered
+    /// (the calls on slower masters go on in the background), so a frozen
+    /// master does not hold up the caller. Fails only when no master
+    /// answered.
     pub(crate) async fn release(
         &self,
         conn: usize,
@@ -313,6 +317,7 @@ impl RedlockBackend {
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let all = 0..self.masters.len();
+        let needed = quorum(self.masters.len());
         let mut round = self.release_on(conn, keys, token, all, self.call_bound);
         let (mut answered, mut deleted, mut first_error) = (0, false, None);
         while let Some((_, answer)) = round.recv().await {
@@ -324,6 +329,9 @@ impl RedlockBackend {
                 Err(err) => {
                     first_error.get_or_insert(err);
                 }
+            }
+            if answered >= needed {
+                break;
             }
         }
         match first_error {
