@@ -69,3 +69,56 @@ return renewed
 "#,
     )
 });
+
+/// Redlock, after a majority granted: confirms the lock is still ours on
+/// this master and raises its fence counter to the fence handed out (the
+/// highest of the majority's counters), so any later majority, which shares
+/// a master with this one, counts on from there.
+///
+/// `KEYS[1]` lock, `KEYS[2]` fence counter; `ARGV[1]` owner token, `ARGV[2]` fence.
+/// Returns 1 when the lock is ours (and the counter is now at least the
+/// fence), 0 when it is not.
+pub(crate) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// Redlock's renewal batch: [`EXTEND`], and every fence counter of the
+/// batch raised to its holder's fence, whether or not this master still
+/// holds that lock. Raising is always safe (the fence was handed out, so
+/// counters only catch up with it) and repairs a master that came back
+/// empty after a restart.
+///
+/// `KEYS[2i-1]` lock i, `KEYS[2i]` its fence counter; `ARGV[3i-2]` owner
+/// token, `ARGV[3i-1]` ttl in ms, `ARGV[3i]` fence.
+/// Returns one 1 (renewed) or 0 (not ours here) per lock, in order.
+pub(crate) static EXTEND_FENCED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local renewed = {}
+for i = 1, #KEYS / 2 do
+    local lock, fence = KEYS[2 * i - 1], KEYS[2 * i]
+    local wanted = tonumber(ARGV[3 * i])
+    if tonumber(redis.call('GET', fence) or '0') < wanted then
+        redis.call('SET', fence, ARGV[3 * i])
+    end
+    if redis.call('GET', lock) == ARGV[3 * i - 2] then
+        redis.call('PEXPIRE', lock, ARGV[3 * i - 1])
+        renewed[i] = 1
+    else
+        renewed[i] = 0
+    end
+end
+return renewed
+"#,
+    )
+});

@@ -48,7 +48,6 @@ pub(crate) struct Renewal<'a> {
     pub(crate) token: &'a OwnerToken,
     pub(crate) ttl_ms: u64,
     /// The fence the holder was given (Redlock raises counters to it).
-    #[allow(dead_code)] // read by the Redlock backend, being built
     pub(crate) fence: u64,
 }
 
@@ -61,7 +60,6 @@ pub(crate) enum Renewed {
     Gone,
     /// Could not be confirmed either way (a node failed); retried while the
     /// lease is still valid.
-    #[allow(dead_code)] // answered by the Redlock backend, being built
     Unknown,
 }
 

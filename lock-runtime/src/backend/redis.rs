@@ -25,10 +25,10 @@ use crate::{LockConfig, LockError};
 /// The pooled connections to one Redis server.
 #[derive(Clone)]
 pub(crate) struct RedisBackend {
-    pool: Arc<[ConnectionManager]>,
+    pub(crate) pool: Arc<[ConnectionManager]>,
     /// The watchdog's connection: a round of large renewal batches never
     /// queues in front of anyone's acquire or release.
-    renewals: ConnectionManager,
+    pub(crate) renewals: ConnectionManager,
     next: Arc<AtomicUsize>,
     client: redis::Client,
     /// Connections for acquisitions followed by `WAIT`, one per pool slot.

@@ -1,0 +1,135 @@
+//! One Redlock master: its connections once they exist, and a background
+//! reconnect while they do not.
+//!
+//! A [`ConnectionManager`](redis::aio::ConnectionManager) reconnects by
+//! itself, but only once its first connect succeeded: built against a dead
+//! server it is never built at all. A locker must start while a minority
+//! of masters is down, so each master is a slot that is either connected
+//! or being (re)tried in the background; lock traffic never waits for it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::backend::redis::RedisBackend;
+use crate::scripts;
+use crate::{LockConfig, LockError};
+
+/// Least time between two connect attempts to a master that is down.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// One master's slot.
+pub(super) struct Master {
+    info: redis::ConnectionInfo,
+    /// For the release listener, which opens its own connection.
+    client: redis::Client,
+    config: LockConfig,
+    state: Mutex<Slot>,
+}
+
+/// Where a master's connections stand.
+#[derive(Default)]
+struct Slot {
+    /// Set once, at the first successful connect; its managers then
+    /// reconnect on their own.
+    backend: Option<Arc<RedisBackend>>,
+    /// A background attempt is running.
+    connecting: bool,
+    last_failure: Option<Instant>,
+}
+
+impl Master {
+    /// A slot for the master at `info`, not connected yet.
+    pub(super) fn new(info: redis::ConnectionInfo, config: &LockConfig) -> Result<Self, LockError> {
+        Ok(Self {
+            client: redis::Client::open(info.clone())?,
+            info,
+            config: config.clone(),
+            state: Mutex::new(Slot::default()),
+        })
+    }
+
+    /// `host:port`, for messages.
+    pub(super) fn addr(&self) -> String {
+        self.info.addr().to_string()
+    }
+
+    /// A client for this master (no connection is opened).
+    pub(super) fn client(&self) -> redis::Client {
+        self.client.clone()
+    }
+
+    /// Connects now, within the connect timeout (start-up).
+    pub(super) async fn connect(&self) -> Result<(), LockError> {
+        let result = RedisBackend::connect(self.info.clone(), &self.config).await;
+        if let Ok(backend) = &result {
+            preload(backend, self.config.response_timeout).await;
+        }
+        let mut slot = self.slot();
+        match result {
+            Ok(backend) => {
+                slot.backend = Some(Arc::new(backend));
+                Ok(())
+            }
+            Err(err) => {
+                slot.last_failure = Some(Instant::now());
+                Err(err)
+            }
+        }
+    }
+
+    /// The connections, if this master was ever reached. When it was not,
+    /// starts a background attempt (at most one at a time, at most one per
+    /// [`RETRY_PAUSE`]) and answers `None` at once.
+    pub(super) fn backend(self: &Arc<Self>) -> Option<Arc<RedisBackend>> {
+        let mut slot = self.slot();
+        if let Some(backend) = &slot.backend {
+            return Some(backend.clone());
+        }
+        let rested = slot
+            .last_failure
+            .is_none_or(|failed| failed.elapsed() >= RETRY_PAUSE);
+        if !slot.connecting
+            && rested
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            slot.connecting = true;
+            let master = self.clone();
+            runtime.spawn(async move {
+                let result = master.connect().await;
+                master.slot().connecting = false;
+                match result {
+                    Ok(()) => tracing::info!(master = %master.addr(), "Redlock master reached"),
+                    Err(err) => {
+                        tracing::debug!(master = %master.addr(), error = %err, "Redlock master still unreachable");
+                    }
+                }
+            });
+        }
+        None
+    }
+
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        // The slot stays consistent even if a holder panicked mid-update.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Loads the scripts a Redlock round runs, so that the first rounds on a
+/// fresh master take one round trip and not three (`NOSCRIPT`, load,
+/// retry): a round's calls are bounded by a tenth of the lease. Best
+/// effort; a call finding a script missing still loads it itself.
+async fn preload(backend: &RedisBackend, bound: Duration) {
+    let mut connection = backend.pool[0].clone();
+    let all = [
+        &*scripts::ACQUIRE,
+        &*scripts::RAISE_FENCE,
+        &*scripts::RELEASE,
+        &*scripts::EXTEND_FENCED,
+    ];
+    for script in all {
+        let load = script.load_async(&mut connection);
+        if !matches!(tokio::time::timeout(bound, load).await, Ok(Ok(_))) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Counting the masters' answers: when a round is decided, and what it
+//! decided. Pure bookkeeping, no I/O.
+
+use std::time::Duration;
+
+use crate::backend::Renewed;
+
+/// Masters a majority of `masters` needs: N/2 + 1.
+pub(super) fn quorum(masters: usize) -> usize {
+    masters / 2 + 1
+}
+
+/// One master's answer to an acquire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Vote {
+    /// The lock is ours there; its counter stands at `fence`.
+    Granted(u64),
+    /// Someone else holds it there, for `pttl` more.
+    Busy(Option<Duration>),
+    /// No answer (error, timeout, not connected).
+    Failed,
+}
+
+/// What an acquire round decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// A majority granted; `fence` is the highest of their counters, and
+    /// `masters` the ones that granted.
+    Granted { fence: u64, masters: Vec<usize> },
+    /// Other owners hold too many masters for a majority now; it may
+    /// become possible after `pttl`.
+    Busy { pttl: Option<Duration> },
+    /// Too many masters failed for a majority, whatever the owners do.
+    Failed { granted: usize },
+}
+
+/// The answers of one acquire round so far.
+#[derive(Debug)]
+pub(super) struct AcquireVotes {
+    total: usize,
+    granted: Vec<usize>,
+    fence: u64,
+    /// Masters that answered busy, with the owner's remaining lease.
+    busy: Vec<(usize, Option<Duration>)>,
+    failed: usize,
+}
+
+impl AcquireVotes {
+    /// A round over `total` masters, nobody answered yet.
+    pub(super) fn new(total: usize) -> Self {
+        Self {
+            total,
+            granted: Vec::new(),
+            fence: 0,
+            busy: Vec::new(),
+            failed: 0,
+        }
+    }
+
+    /// Records master `index`'s answer.
+    pub(super) fn add(&mut self, index: usize, vote: Vote) {
+        match vote {
+            Vote::Granted(fence) => {
+                self.granted.push(index);
+                self.fence = self.fence.max(fence);
+            }
+            Vote::Busy(pttl) => self.busy.push((index, pttl)),
+            Vote::Failed => self.failed += 1,
+        }
+    }
+
+    /// The outcome, once the answers so far settle it: at once when a
+    /// majority granted; otherwise only when every master answered, so that
+    /// a failed round's clean-up is ordered after every one of its calls and
+    /// its count of grants is exact.
+    pub(super) fn decided(&self) -> Option<Verdict> {
+        let needed = quorum(self.total);
+        let pending = self.total - self.granted.len() - self.busy.len() - self.failed;
+        if self.granted.len() >= needed {
+            return Some(self.verdict(0));
+        }
+        (pending == 0).then(|| self.verdict(0))
+    }
+
+    /// The outcome when no more answers will come; the `missing` masters
+    /// count as failed.
+    pub(super) fn verdict(&self, missing: usize) -> Verdict {
+        let needed = quorum(self.total);
+        if self.granted.len() >= needed {
+            return Verdict::Granted {
+                fence: self.fence,
+                masters: self.granted.clone(),
+            };
+        }
+        if self.failed + missing > self.total - needed {
+            return Verdict::Failed {
+                granted: self.granted.len(),
+            };
+        }
+        // Enough masters answered that a majority is possible once other
+        // owners let go: wait until `still_needed` of their leases end.
+        let still_needed = needed - self.granted.len();
+        let mut pttls: Vec<_> = self.busy.iter().map(|&(_, pttl)| pttl).collect();
+        pttls.sort_by_key(|pttl| pttl.unwrap_or(Duration::MAX));
+        Verdict::Busy {
+            pttl: pttls.get(still_needed - 1).copied().flatten(),
+        }
+    }
+
+    /// Masters that may hold our key: all but those that answered busy
+    /// (a grant, a failure or a missing answer may each have left it set).
+    pub(super) fn maybe_ours(&self) -> Vec<usize> {
+        (0..self.total)
+            .filter(|index| !self.busy.iter().any(|&(busy, _)| busy == *index))
+            .collect()
+    }
+}
+
+/// The answers of one renewal round, per lease.
+#[derive(Debug)]
+pub(super) struct RenewalVotes {
+    total: usize,
+    answered: usize,
+    yes: Vec<usize>,
+    no: Vec<usize>,
+}
+
+impl RenewalVotes {
+    /// A round of `leases` renewals over `total` masters.
+    pub(super) fn new(total: usize, leases: usize) -> Self {
+        Self {
+            total,
+            answered: 0,
+            yes: vec![0; leases],
+            no: vec![0; leases],
+        }
+    }
+
+    /// Records one master's answers (one per lease, in order), or its
+    /// failure (`None`).
+    pub(super) fn add(&mut self, answers: Option<&[bool]>) {
+        self.answered += 1;
+        for (lease, &renewed) in answers.into_iter().flatten().enumerate() {
+            if renewed {
+                self.yes[lease] += 1;
+            } else {
+                self.no[lease] += 1;
+            }
+        }
+    }
+
+    /// Every lease's outcome is settled, whatever the missing masters say.
+    pub(super) fn all_decided(&self) -> bool {
+        self.answered == self.total
+            || (0..self.yes.len()).all(|lease| self.answer(lease) != Renewed::Unknown)
+    }
+
+    /// One outcome per lease: renewed on a majority; refused by so many
+    /// that no majority is possible; or neither (retried by the watchdog
+    /// while the lease is valid).
+    pub(super) fn answers(&self) -> Vec<Renewed> {
+        (0..self.yes.len())
+            .map(|lease| self.answer(lease))
+            .collect()
+    }
+
+    fn answer(&self, lease: usize) -> Renewed {
+        let needed = quorum(self.total);
+        if self.yes[lease] >= needed {
+            Renewed::Yes
+        } else if self.no[lease] > self.total - needed {
+            Renewed::Gone
+        } else {
+            Renewed::Unknown
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(votes: &[Vote]) -> AcquireVotes {
+        let mut round = AcquireVotes::new(5);
+        for (index, &vote) in votes.iter().enumerate() {
+            round.add(index, vote);
+        }
+        round
+    }
+
+    const MS: fn(u64) -> Option<Duration> = |ms| Some(Duration::from_millis(ms));
+
+    #[test]
+    fn majority_is_half_plus_one() {
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+    }
+
+    #[test]
+    fn three_grants_of_five_decide_at_once_with_the_highest_fence() {
+        let votes = round(&[Vote::Granted(4), Vote::Granted(9), Vote::Granted(7)]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Granted {
+                fence: 9,
+                masters: vec![0, 1, 2]
+            })
+        );
+    }
+
+    #[test]
+    fn three_owners_of_five_are_busy_once_all_answered() {
+        let mut votes = round(&[
+            Vote::Busy(MS(900)),
+            Vote::Granted(1),
+            Vote::Busy(MS(100)),
+            Vote::Busy(MS(500)),
+        ]);
+        assert_eq!(votes.decided(), None);
+        votes.add(4, Vote::Granted(2));
+        // One more master needed: the shortest owner lease.
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(100) }));
+        assert_eq!(
+            round(&[
+                Vote::Busy(MS(900)),
+                Vote::Busy(MS(100)),
+                Vote::Busy(MS(500))
+            ])
+            .verdict(2),
+            // Three more needed, two never answered: all three owners.
+            Verdict::Busy { pttl: MS(900) }
+        );
+    }
+
+    #[test]
+    fn three_failures_of_five_decide_failed_once_all_answered() {
+        let mut votes = round(&[Vote::Failed, Vote::Granted(1), Vote::Failed, Vote::Failed]);
+        assert_eq!(votes.decided(), None);
+        votes.add(4, Vote::Granted(3));
+        assert_eq!(votes.decided(), Some(Verdict::Failed { granted: 2 }));
+    }
+
+    #[test]
+    fn a_mixed_loss_waits_for_the_last_answer_and_then_for_the_owners() {
+        let mut votes = round(&[
+            Vote::Granted(1),
+            Vote::Busy(MS(300)),
+            Vote::Busy(MS(200)),
+            Vote::Failed,
+        ]);
+        assert_eq!(votes.decided(), None);
+        votes.add(4, Vote::Failed);
+        // Two failures of five: a majority is possible once both owners
+        // let go, the later at 300 ms.
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(300) }));
+        assert_eq!(votes.maybe_ours(), [0, 3, 4]);
+    }
+
+    #[test]
+    fn missing_answers_count_as_failures() {
+        let votes = round(&[Vote::Granted(1), Vote::Failed, Vote::Busy(MS(5))]);
+        assert_eq!(votes.decided(), None);
+        assert_eq!(votes.verdict(2), Verdict::Failed { granted: 1 });
+        // Two missing of five still leave a majority once the owner lets go.
+        let votes = round(&[Vote::Granted(1), Vote::Granted(2), Vote::Busy(MS(5))]);
+        assert_eq!(votes.decided(), None);
+        assert_eq!(votes.verdict(2), Verdict::Busy { pttl: MS(5) });
+    }
+
+    #[test]
+    fn an_owner_without_expiry_gives_no_pttl() {
+        let votes = round(&[
+            Vote::Busy(None),
+            Vote::Busy(None),
+            Vote::Busy(MS(5)),
+            Vote::Granted(1),
+            Vote::Granted(1),
+        ]);
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(5) }));
+        // Three owners, one of them for good: a majority needs that one too.
+        let votes = round(&[Vote::Busy(None), Vote::Busy(None), Vote::Busy(MS(5))]);
+        assert_eq!(votes.verdict(2), Verdict::Busy { pttl: None });
+    }
+
+    #[test]
+    fn renewals_need_a_majority_and_are_gone_when_none_is_possible() {
+        let mut votes = RenewalVotes::new(5, 3);
+        votes.add(Some(&[true, false, true]));
+        votes.add(Some(&[true, false, false]));
+        assert!(!votes.all_decided());
+        votes.add(Some(&[true, false, false]));
+        // Lease 0: three yes. Lease 1: three no. Lease 2: open.
+        assert!(!votes.all_decided());
+        votes.add(None);
+        votes.add(Some(&[false, false, true]));
+        assert!(votes.all_decided());
+        assert_eq!(
+            votes.answers(),
+            [Renewed::Yes, Renewed::Gone, Renewed::Unknown]
+        );
+    }
+}

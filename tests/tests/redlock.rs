@@ -1,0 +1,479 @@
+//! Redlock over five independent masters: exclusion, a minority of masters
+//! down (at start-up, before and during a hold), a majority down, split
+//! votes between owners.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::exclusion::{CountRun, Load, hammer};
+use lock_tests::{RedisServer, SilentListener};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+fn start_masters(count: usize) -> Vec<RedisServer> {
+    (0..count).map(|_| RedisServer::start()).collect()
+}
+
+fn redlock_url(ports: impl IntoIterator<Item = u16>) -> String {
+    let hosts: Vec<String> = ports
+        .into_iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    format!("redis+redlock://{}", hosts.join(","))
+}
+
+fn url_of(masters: &[RedisServer]) -> String {
+    redlock_url(masters.iter().map(RedisServer::port))
+}
+
+fn config(url: &str) -> LockConfig {
+    LockConfig::from_url(url)
+        .unwrap()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .response_timeout(Duration::from_millis(300))
+}
+
+async fn locker(url: &str) -> Locker {
+    Locker::connect(config(url)).await.unwrap()
+}
+
+/// Whether `key` exists on `server`.
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
+}
+
+/// The value of `key` on `server`, if any.
+fn get(server: &RedisServer, key: &str) -> Option<String> {
+    match server.cmd(&["GET", key]) {
+        redis::Value::BulkString(bytes) => Some(String::from_utf8(bytes).unwrap()),
+        redis::Value::Nil => None,
+        other => panic!("GET {key} answered {other:?}"),
+    }
+}
+
+/// Polls `condition` until it holds; fails the test after a second.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within a second: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether `future` completes within `limit`.
+async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
+    tokio::time::timeout(limit, future).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_masters_keep_mutual_exclusion_across_tasks_and_processes() {
+    let started = Instant::now();
+    let masters = start_masters(5);
+    let url = url_of(&masters);
+    let mut lockers = Vec::new();
+    for _ in 0..3 {
+        lockers.push(locker(&url).await);
+    }
+    let load = Load::new("rl-hammer", Duration::from_secs(3));
+    let report = hammer(&lockers, &load).await;
+    println!("hammer on 5 masters: {report}");
+    assert!(report.entries > 20, "too few entries: {report}");
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.error_count(), 0, "{report}");
+    assert_eq!(report.lost, 0, "{report}");
+    // Each entry's acquire was sent after the previous holder's returned:
+    // the documented fence guarantee makes every fence higher.
+    assert_eq!(report.fence_regressions, 0, "{report}");
+
+    let store = RedisServer::start();
+    let run = CountRun {
+        worker: WORKER,
+        lock_url: &url,
+        processes: 3,
+        tasks: 4,
+        iterations: 8,
+        extra: &[],
+        limit: Duration::from_secs(60),
+    };
+    assert_eq!(run.run(&store), run.expected());
+    // The control: the same workload without the lock loses updates.
+    let control_store = RedisServer::start();
+    let control = CountRun {
+        extra: &["--no-lock"],
+        ..run
+    };
+    let lost_some = control.run(&control_store);
+    assert!(
+        lost_some < control.expected(),
+        "the unlocked run lost no update"
+    );
+    println!("took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_masters_of_five_down_change_nothing() {
+    let started = Instant::now();
+    let mut masters = start_masters(5);
+    let url = url_of(&masters);
+    let locker = locker(&url).await;
+    let ttl = Duration::from_millis(900);
+    let guard = locker.lock("rl-held").ttl(ttl).acquire().await.unwrap();
+    // The acquire returns at a majority; the last two grants land just after.
+    eventually("held on every master", || {
+        masters.iter().all(|m| exists(m, "lock:{rl-held}"))
+    })
+    .await;
+
+    // Two masters die during the hold: renewals still reach a majority.
+    masters[0].kill();
+    masters[3].kill();
+    let renewed = locker.stats().renewed;
+    assert!(
+        !completes_within(ttl * 3, guard.lost()).await,
+        "a lock held on three of five masters was reported lost"
+    );
+    assert!(guard.is_held());
+    assert!(
+        locker.stats().renewed >= renewed + 3,
+        "renewals stopped: {:?}",
+        locker.stats()
+    );
+    let live = [&masters[1], &masters[2], &masters[4]];
+    for master in live {
+        match master.cmd(&["PTTL", "lock:{rl-held}"]) {
+            redis::Value::Int(pttl) => assert!(pttl > 0, "PTTL {pttl}"),
+            other => panic!("PTTL answered {other:?}"),
+        }
+    }
+    assert!(guard.release().await.unwrap());
+    assert!(live.iter().all(|m| !exists(m, "lock:{rl-held}")));
+
+    // With the two still down: acquisitions work and exclude each other.
+    let other = Locker::connect(config(&url)).await.unwrap();
+    let guard = other.lock("rl-held").try_acquire().await.unwrap().unwrap();
+    assert!(
+        locker
+            .lock("rl-held")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    guard.release().await.unwrap();
+    let load = Load::new("rl-minority-down", Duration::from_secs(2));
+    let report = hammer(&[locker, other], &load).await;
+    println!("hammer with 2 of 5 masters down: {report}");
+    assert!(report.entries > 10, "too few entries: {report}");
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.error_count(), 0, "{report}");
+    assert_eq!(report.fence_regressions, 0, "{report}");
+    println!("took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_masters_of_five_down_is_quorum_not_reached_until_they_return() {
+    let started = Instant::now();
+    let mut masters = start_masters(5);
+    let url = url_of(&masters);
+    let locker = locker(&url).await;
+    let ttl = Duration::from_millis(2000);
+    let held = locker.lock("rl-doomed").ttl(ttl).acquire().await.unwrap();
+
+    for index in [0, 2, 4] {
+        masters[index].kill();
+    }
+    let killed_at = Instant::now();
+    // Renewals reach two of five: unconfirmed, retried, then lost before
+    // the lease could have expired on the live masters.
+    assert!(
+        completes_within(ttl, held.lost()).await,
+        "a lock on two of five masters was not reported lost within its ttl"
+    );
+    println!("lost {:?} after the third master died", killed_at.elapsed());
+    // Told while the key still stands on the live masters.
+    match masters[1].cmd(&["PTTL", "lock:{rl-doomed}"]) {
+        redis::Value::Int(pttl) => assert!(pttl > 0, "told after the key expired ({pttl})"),
+        other => panic!("PTTL answered {other:?}"),
+    }
+    assert!(!held.is_held());
+    drop(held);
+
+    let wait = Duration::from_secs(3);
+    let asked = Instant::now();
+    let answer = locker
+        .lock("rl-no-quorum")
+        .ttl(ttl)
+        .wait(wait)
+        .acquire()
+        .await;
+    let took = asked.elapsed();
+    println!("QuorumNotReached after {took:?}");
+    match answer {
+        Err(LockError::QuorumNotReached {
+            key,
+            granted,
+            needed,
+        }) => {
+            assert_eq!(key, "rl-no-quorum");
+            assert_eq!((granted, needed), (2, 3));
+        }
+        other => panic!("expected QuorumNotReached, got {other:?}"),
+    }
+    assert!(took < wait / 6, "failing took {took:?}");
+    for index in [1, 3] {
+        assert!(
+            !exists(&masters[index], "lock:{rl-no-quorum}"),
+            "a failed attempt left its key on master {index}"
+        );
+    }
+
+    // Back (empty: no persistence): locks work again once the managers
+    // reconnected.
+    for index in [0, 2, 4] {
+        masters[index].start_again();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let guard = loop {
+        match locker.lock("rl-no-quorum").ttl(ttl).try_acquire().await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("nobody else holds the lock"),
+            Err(err) => {
+                assert!(Instant::now() < deadline, "still failing: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let holders = masters
+        .iter()
+        .filter(|m| exists(m, "lock:{rl-no-quorum}"))
+        .count();
+    assert!(holders >= 3, "held on {holders} masters");
+    assert!(guard.release().await.unwrap());
+    println!("took {:?}", started.elapsed());
+}
+
+/// Keys written by hand as if by other owners, then an acquisition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_votes_are_decided_by_the_majority() {
+    let started = Instant::now();
+    let mut masters = start_masters(5);
+    let locker = locker(&url_of(&masters)).await;
+    let lock = "lock:{rl-split}";
+    let set_on = |masters: &[RedisServer], indices: &[usize], owner: &str, px: &str| {
+        for &index in indices {
+            assert_eq!(
+                masters[index].cmd(&["SET", lock, owner, "PX", px]),
+                redis::Value::Okay
+            );
+        }
+    };
+
+    // Two of five held by another owner: three are enough.
+    set_on(&masters, &[0, 1], "other", "60000");
+    let guard = locker
+        .lock("rl-split")
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    let ours: Vec<Option<String>> = masters.iter().map(|m| get(m, lock)).collect();
+    assert_eq!(ours[0].as_deref(), Some("other"));
+    assert_eq!(ours[1].as_deref(), Some("other"));
+    assert!(ours[2].is_some() && ours[2] == ours[3] && ours[3] == ours[4]);
+    assert_ne!(ours[2].as_deref(), Some("other"));
+    assert!(guard.release().await.unwrap());
+    // Release returns at a majority of answers; the rest follow.
+    eventually("released on the three free masters", || {
+        (2..5).all(|i| !exists(&masters[i], lock))
+    })
+    .await;
+    assert!((0..2).all(|i| get(&masters[i], lock).as_deref() == Some("other")));
+
+    // Two owners, one master each: the three free masters are enough.
+    set_on(&masters, &[1], "third", "60000");
+    let guard = locker
+        .lock("rl-split")
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    eventually("released on the three free masters", || {
+        (2..5).all(|i| !exists(&masters[i], lock))
+    })
+    .await;
+
+    // Three of five held: busy, and the two that granted are given back.
+    set_on(&masters, &[2], "other", "60000");
+    assert!(
+        locker
+            .lock("rl-split")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!exists(&masters[3], lock) && !exists(&masters[4], lock));
+    assert_eq!(get(&masters[2], lock).as_deref(), Some("other"));
+    let answer = locker
+        .lock("rl-split")
+        .wait(Duration::from_millis(300))
+        .acquire()
+        .await;
+    assert!(
+        matches!(answer, Err(LockError::Timeout { .. })),
+        "{answer:?}"
+    );
+    assert!(!exists(&masters[3], lock) && !exists(&masters[4], lock));
+
+    // Two held and one master down: busy (the owners may let go), not a
+    // failure; nothing left on the two free masters.
+    masters[2].cmd(&["DEL", lock]);
+    masters[2].kill();
+    assert!(
+        locker
+            .lock("rl-split")
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!exists(&masters[3], lock) && !exists(&masters[4], lock));
+
+    // The owners' leases end in 400 ms: a waiter gets the lock then.
+    set_on(&masters, &[0, 1], "other", "400");
+    let asked = Instant::now();
+    let guard = locker
+        .lock("rl-split")
+        .wait(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "waited {waited:?}"
+    );
+    guard.release().await.unwrap();
+    println!("took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_needs_a_majority_of_masters() {
+    let started = Instant::now();
+    let mut masters = start_masters(5);
+    let url = url_of(&masters);
+    masters[1].kill();
+    masters[4].kill();
+    let locker = locker(&url).await;
+    let guard = locker
+        .lock("rl-start")
+        .try_acquire()
+        .await
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+
+    // The two come back; two others die: the locker must have reached the
+    // returning ones in the background to keep a majority.
+    masters[1].start_again();
+    masters[4].start_again();
+    masters[0].kill();
+    masters[2].kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match locker.lock("rl-start").try_acquire().await {
+            Ok(Some(guard)) => {
+                guard.release().await.unwrap();
+                break;
+            }
+            Ok(None) => panic!("nobody else holds the lock"),
+            Err(err) => {
+                assert!(Instant::now() < deadline, "still failing: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    // Three of five refuse connections: a typed error, at once.
+    masters[1].kill();
+    let asked = Instant::now();
+    let refused = Locker::connect(config(&url)).await;
+    assert!(matches!(refused, Err(LockError::Redis(_))), "{refused:?}");
+    assert!(asked.elapsed() < CONNECT_TIMEOUT, "{:?}", asked.elapsed());
+
+    // Three of five accept but never answer: the error comes within the
+    // connect timeout.
+    let silent: Vec<SilentListener> = (0..3).map(|_| SilentListener::start()).collect();
+    let ports = silent
+        .iter()
+        .map(SilentListener::port)
+        .chain([masters[3].port(), masters[4].port()]);
+    let asked = Instant::now();
+    let stalled = Locker::connect(config(&redlock_url(ports))).await;
+    let took = asked.elapsed();
+    match stalled {
+        Err(LockError::Redis(err)) => println!("{err}"),
+        other => panic!("expected a Redis error, got {other:?}"),
+    }
+    assert!(
+        took < CONNECT_TIMEOUT + Duration::from_millis(400),
+        "took {took:?}"
+    );
+    println!("took {:?}", started.elapsed());
+}
+
+/// Frozen masters (SIGSTOP: connections open, no answers) cost a round at
+/// most a tenth of the lease, and a majority needs no answer from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_masters_do_not_eat_the_lease() {
+    let started = Instant::now();
+    let masters = start_masters(5);
+    let locker = locker(&url_of(&masters)).await;
+    let ttl = Duration::from_millis(1000);
+    masters[0].pause();
+    masters[1].pause();
+
+    let asked = Instant::now();
+    let guard = locker.lock("rl-frozen").ttl(ttl).acquire().await.unwrap();
+    let took = asked.elapsed();
+    println!("acquired with two frozen masters in {took:?}");
+    assert!(took < ttl / 10, "took {took:?}");
+    assert!(
+        !completes_within(ttl * 2, guard.lost()).await,
+        "renewals on three live masters of five did not keep the lock"
+    );
+    let asked = Instant::now();
+    assert!(guard.release().await.unwrap());
+    let took = asked.elapsed();
+    assert!(took < ttl / 10, "release took {took:?}");
+    assert!((2..5).all(|i| !exists(&masters[i], "lock:{rl-frozen}")));
+
+    // A third frozen master: no majority. The vote waits for each frozen
+    // master's bound (ttl/10), the clean-up as long again.
+    masters[2].pause();
+    let asked = Instant::now();
+    let answer = locker.lock("rl-frozen-3").ttl(ttl).try_acquire().await;
+    let took = asked.elapsed();
+    println!("QuorumNotReached with three frozen masters after {took:?}");
+    assert!(
+        matches!(
+            answer,
+            Err(LockError::QuorumNotReached {
+                granted: 2,
+                needed: 3,
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+    assert!(took < ttl / 2, "took {took:?}");
+    assert!(!exists(&masters[3], "lock:{rl-frozen-3}"));
+    assert!(!exists(&masters[4], "lock:{rl-frozen-3}"));
+    for master in &masters[..3] {
+        master.resume();
+    }
+    println!("took {:?}", started.elapsed());
+}
