@@ -3,12 +3,13 @@
 //! All keys of one lock share the `{key}` hash tag, so every script runs on
 //! the one node that serves that slot. The redis crate's cluster connection
 //! routes each script call by its first key, follows `MOVED` and `ASK`
-//! while slots move, retries `TRYAGAIN`, and sends `SCRIPT LOAD` to every
-//! node after a `NOSCRIPT`.
+//! while slots move, and retries `TRYAGAIN`.
 //!
-//! - [`scripts`]: the release script of a cluster (`SPUBLISH`).
+//! - [`scripts`]: the scripts, and the release script of a cluster (`SPUBLISH`).
+//! - [`call`]: a script call that sends the script in full to a node lacking it.
 //! - [`slots`]: a renewal batch split into one script call per slot.
 
+mod call;
 mod scripts;
 mod slots;
 
@@ -21,10 +22,10 @@ use futures_util::future::join_all;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+use self::call::ScriptCall;
 use super::{AcquireReply, ReleaseFeed, Renewal, Renewed};
 use crate::config::ReplicaAck;
 use crate::keys::LockKeys;
-use crate::scripts as common;
 use crate::token::OwnerToken;
 use crate::{LockConfig, LockError};
 
@@ -50,6 +51,10 @@ pub(crate) struct ClusterBackend {
     feed: Arc<ClusterClient>,
     /// Upper bound of one call: reconnecting plus waiting for the answer.
     call_bound: Duration,
+    /// Upper bound of one slot's renewal: a round answers only when all of
+    /// its slots did, so one slow node must not hold back the answers of
+    /// the others for long.
+    renewal_bound: Duration,
 }
 
 impl ClusterBackend {
@@ -100,6 +105,7 @@ impl ClusterBackend {
             next: Arc::new(AtomicUsize::new(0)),
             feed: Arc::new(feed),
             call_bound,
+            renewal_bound: config.response_timeout,
         })
     }
 
@@ -138,11 +144,18 @@ impl ClusterBackend {
             ));
         }
         let mut connection = self.pool[conn].clone();
-        let mut invocation = common::ACQUIRE.key(keys.lock());
-        invocation.key(keys.fence()).arg(token.as_str()).arg(ttl_ms);
-        let answer = self
-            .bounded("acquire", invocation.invoke_async(&mut connection))
-            .await;
+        let mut invocation = ScriptCall::new(&scripts::ACQUIRE);
+        invocation
+            .key(keys.lock())
+            .key(keys.fence())
+            .arg(token.as_str())
+            .arg(ttl_ms);
+        let answer = bounded(
+            self.call_bound,
+            "acquire",
+            invocation.invoke(&mut connection),
+        )
+        .await;
         let (granted, value): (i64, i64) = match answer {
             Ok(answer) => answer,
             Err(LockError::Redis(err)) if slot_in_flux(&err) => {
@@ -169,18 +182,25 @@ impl ClusterBackend {
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let mut connection = self.pool[conn].clone();
-        let mut invocation = scripts::RELEASE.key(keys.lock());
-        invocation.arg(token.as_str()).arg(keys.channel());
-        let deleted: i64 = self
-            .bounded("release", invocation.invoke_async(&mut connection))
-            .await?;
+        let mut invocation = ScriptCall::new(&scripts::RELEASE);
+        invocation
+            .key(keys.lock())
+            .arg(token.as_str())
+            .arg(keys.channel());
+        let deleted: i64 = bounded(
+            self.call_bound,
+            "release",
+            invocation.invoke(&mut connection),
+        )
+        .await?;
         Ok(deleted == 1)
     }
 
     /// Renews a batch of leases: one script call per hash slot, all in
-    /// parallel on the watchdog's connection. A call that fails answers
-    /// [`Renewed::Unknown`] for its own entries only, so one unreachable
-    /// node does not cost the leases on the others a round.
+    /// parallel on the watchdog's connection. A call that fails, or takes
+    /// longer than a response timeout, answers [`Renewed::Unknown`] for its
+    /// own entries only (the watchdog retries them while their leases are
+    /// valid), so one frozen node costs the leases on the others nothing.
     pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
         let groups = slots::group_by_slot(batch.iter().map(|renewal| renewal.keys.lock()));
         let calls = groups.iter().map(|group| self.extend_slot(batch, group));
@@ -208,7 +228,7 @@ impl ClusterBackend {
         group: &[usize],
     ) -> Result<Vec<Renewed>, LockError> {
         let mut connection = self.renewals.clone();
-        let mut invocation = common::EXTEND.prepare_invoke();
+        let mut invocation = ScriptCall::new(&scripts::EXTEND);
         for &index in group {
             let renewal = &batch[index];
             invocation
@@ -216,9 +236,12 @@ impl ClusterBackend {
                 .arg(renewal.token.as_str())
                 .arg(renewal.ttl_ms);
         }
-        let renewed: Vec<i64> = self
-            .bounded("extend", invocation.invoke_async(&mut connection))
-            .await?;
+        let renewed: Vec<i64> = bounded(
+            self.renewal_bound,
+            "extend",
+            invocation.invoke(&mut connection),
+        )
+        .await?;
         if renewed.len() != group.len() {
             return Err(LockError::Redis(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
@@ -230,18 +253,18 @@ impl ClusterBackend {
             .map(|r| if r == 1 { Renewed::Yes } else { Renewed::Gone })
             .collect())
     }
+}
 
-    /// Runs one call within `call_bound`, whatever the cluster connection's
-    /// own timeouts and retries do.
-    async fn bounded<T>(
-        &self,
-        what: &str,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, LockError> {
-        match tokio::time::timeout(self.call_bound, call).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(LockError::redis_timeout(what, self.call_bound)),
-        }
+/// Runs one call within `limit`, whatever the cluster connection's own
+/// timeouts and retries do.
+async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(LockError::redis_timeout(what, limit)),
     }
 }
 

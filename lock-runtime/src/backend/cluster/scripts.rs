@@ -1,4 +1,9 @@
-//! The scripts that differ on a Redis Cluster.
+//! The scripts as a cluster runs them.
+//!
+//! Each is sent by SHA and, on a node that answers `NOSCRIPT`, in full
+//! ([`ScriptCall`](super::call::ScriptCall)): the redis crate's own reload
+//! sends `SCRIPT LOAD` to every node and waits for all of them, so one
+//! frozen node would stall every lock on a restarted or flushed one.
 //!
 //! The acquire and batch-extend scripts are the same as on one server
 //! ([`crate::scripts`]); only the release script changes, for two reasons:
@@ -14,7 +19,30 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use crate::scripts as common;
+
+/// A script's Lua and its SHA1.
+pub(crate) struct LuaScript {
+    pub(crate) source: &'static str,
+    pub(crate) hash: String,
+}
+
+impl LuaScript {
+    fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            hash: redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+}
+
+/// [`crate::scripts::ACQUIRE`].
+pub(crate) static ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(common::ACQUIRE_SOURCE));
+
+/// [`crate::scripts::EXTEND`].
+pub(crate) static EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(common::EXTEND_SOURCE));
 
 /// Deletes the lock only if the caller still owns it, then tells waiters on
 /// the lock's shard.
@@ -23,8 +51,8 @@ use redis::Script;
 /// Returns 1 when deleted, 0 when the lock was gone or someone else's.
 /// A server without sharded pub/sub (before Redis 7) rejects `SPUBLISH`;
 /// the message then goes out with a cluster-wide `PUBLISH` instead.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
