@@ -65,3 +65,55 @@ impl<'a> ScriptCall<'a> {
         command
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cluster::scripts;
+
+    fn words(command: &redis::Cmd) -> Vec<String> {
+        command
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not simple>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keys_come_before_arguments_whatever_the_order_they_were_added() {
+        let mut call = ScriptCall::new(&scripts::EXTEND);
+        call.key("lock:{a}").arg("t1").arg(100_u64);
+        call.key("lock:{a}:x").arg("t2").arg(200_u64);
+        let by_hash = call.command("EVALSHA", &scripts::EXTEND.hash);
+        assert_eq!(
+            words(&by_hash),
+            [
+                "EVALSHA",
+                scripts::EXTEND.hash.as_str(),
+                "2",
+                "lock:{a}",
+                "lock:{a}:x",
+                "t1",
+                "100",
+                "t2",
+                "200"
+            ]
+        );
+        let in_full = call.command("EVAL", scripts::EXTEND.source);
+        assert_eq!(words(&in_full)[1], scripts::EXTEND.source);
+        assert_eq!(words(&in_full)[2..], words(&by_hash)[2..]);
+    }
+
+    #[test]
+    fn the_hash_is_the_sha1_of_the_source() {
+        let script = redis::Script::new(crate::scripts::ACQUIRE_SOURCE);
+        assert_eq!(scripts::ACQUIRE.hash, script.get_hash());
+        assert_eq!(
+            scripts::ACQUIRE.hash,
+            crate::scripts::ACQUIRE.get_hash(),
+            "the cluster and single-server acquire scripts differ"
+        );
+    }
+}
