@@ -16,10 +16,11 @@ use redis::Script;
 /// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
 /// A retry with the same token after a lost reply finds the lock already
 /// ours and only refreshes its lease, so it succeeds instead of reporting busy.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    // The common case first: a free lock costs SET NX + INCR.
-    Script::new(
-        r#"
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
+
+/// The Lua of [`ACQUIRE`] (a cluster node may need it sent in full).
+// The common case first: a free lock costs SET NX + INCR.
+pub(crate) const ACQUIRE_SOURCE: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {1, redis.call('INCR', KEYS[2])}
 end
@@ -28,9 +29,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 return {0, redis.call('PTTL', KEYS[1])}
-"#,
-    )
-});
+"#;
 
 /// Deletes the lock only if the caller still owns it, and then tells waiters.
 ///
@@ -53,9 +52,10 @@ return 0
 ///
 /// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.
 /// Returns one 1 (renewed) or 0 (no longer ours) per key, in order.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
+
+/// The Lua of [`EXTEND`] (a cluster node may need it sent in full).
+pub(crate) const EXTEND_SOURCE: &str = r#"
 local renewed = {}
 for i, key in ipairs(KEYS) do
     if redis.call('GET', key) == ARGV[2 * i - 1] then
@@ -66,9 +66,7 @@ for i, key in ipairs(KEYS) do
     end
 end
 return renewed
-"#,
-    )
-});
+"#;
 
 /// Redlock, after a majority granted: confirms the lock is still ours on
 /// this master and raises its fence counter to the fence handed out (the

@@ -15,10 +15,13 @@
 //! - [`Worker`]: a separate OS process that takes locks, for multi-process
 //!   tests (and for killing a holder with -9).
 //! - [`exclusion`]: the mutual-exclusion check every topology runs.
+//! - [`RedisCluster`]: three servers joined into a Redis Cluster, with
+//!   online slot migration.
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
 pub mod chaos;
+pub mod cluster;
 pub mod exclusion;
 pub mod fault_proxy;
 pub mod net;
@@ -28,6 +31,7 @@ pub mod redis_server;
 mod sys;
 pub mod worker;
 
+pub use cluster::RedisCluster;
 pub use fault_proxy::FaultProxy;
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;

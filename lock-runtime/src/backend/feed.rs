@@ -34,6 +34,8 @@ impl ClientSource {
 }
 
 /// How release messages reach this process.
+// Built once per locker and moved into its listener: size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub(crate) enum ReleaseFeed {
     /// Plain `SUBSCRIBE` on one server (a release `PUBLISH`es there; on a

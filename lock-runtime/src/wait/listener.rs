@@ -82,11 +82,11 @@ impl ReleaseListener {
 
 /// Pause before the first reconnect after a failure; doubles up to
 /// [`MAX_PAUSE`] while failures go on.
-const MIN_PAUSE: Duration = Duration::from_millis(50);
-const MAX_PAUSE: Duration = Duration::from_secs(2);
+pub(super) const MIN_PAUSE: Duration = Duration::from_millis(50);
+pub(super) const MAX_PAUSE: Duration = Duration::from_secs(2);
 /// A session that lasted this long counts as healthy: the next reconnect
 /// starts again from [`MIN_PAUSE`].
-const HEALTHY_SESSION: Duration = Duration::from_secs(1);
+pub(super) const HEALTHY_SESSION: Duration = Duration::from_secs(1);
 
 /// How a pub/sub session ended.
 enum SessionEnd {
@@ -211,7 +211,7 @@ async fn session(
 
 /// After SUBSCRIBE was refused for good: answer every request at once,
 /// unconfirmed, until the locker is dropped.
-async fn refuse_all(inbox: &mut mpsc::UnboundedReceiver<Command>) {
+pub(super) async fn refuse_all(inbox: &mut mpsc::UnboundedReceiver<Command>) {
     while inbox.recv().await.is_some() {}
 }
 
@@ -230,7 +230,7 @@ async fn bounded(
 
 /// Sleeps for `pause`, turning away subscription requests meanwhile (their
 /// waiters rely on their timers until the listener is back).
-async fn sleep_draining(
+pub(super) async fn sleep_draining(
     inbox: &mut mpsc::UnboundedReceiver<Command>,
     pause: Duration,
 ) -> Result<(), ()> {

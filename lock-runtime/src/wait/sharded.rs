@@ -1,1 +1,290 @@
 //! The release listener on a Redis Cluster: sharded pub/sub.
+//!
+//! A release `SPUBLISH`es on the node that serves the lock's slot, so the
+//! listener `SSUBSCRIBE`s each channel on that node, through a cluster
+//! connection (RESP3, messages arrive as pushes). The redis crate routes
+//! each subscription by its channel's slot, follows `MOVED`, and after a
+//! node's connection drops it reconnects and subscribes again to what it
+//! tracks. What it does not cover is handled here:
+//!
+//! - When a slot moves to another node, the old node drops the shard
+//!   subscriptions of that slot with a `sunsubscribe` of its own, and the
+//!   redis crate forgets them. A channel dropped that way that someone still
+//!   waits on is subscribed again (now on the new owner), and its waiters
+//!   are woken, since a release may have been missed meanwhile.
+//! - After a dropped node connection, releases may have gone unheard:
+//!   every waiter is woken.
+//!
+//! A server without sharded pub/sub (before Redis 7) answers `SSUBSCRIBE`
+//! with an unknown-command error; the listener then uses plain `SUBSCRIBE`,
+//! which matches the release script's fallback to `PUBLISH`.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind};
+use tokio::sync::{mpsc, oneshot};
+
+use super::listener::{
+    Command, HEALTHY_SESSION, MAX_PAUSE, MIN_PAUSE, Timeouts, refuse_all, sleep_draining,
+};
+use super::waiters::Waiters;
+
+/// How a session on the cluster ended.
+enum SessionEnd {
+    /// Every locker handle is gone: the task ends.
+    Shutdown,
+    /// Connecting or a subscription command failed; try again after a pause.
+    Failed,
+    /// The server refuses subscriptions (ACL): waiters rely on their timers.
+    NotPermitted,
+}
+
+/// The listener task: idle until someone waits, then one session after
+/// another, with a growing pause between failed ones.
+pub(super) async fn run(
+    client: ClusterClient,
+    timeouts: Timeouts,
+    waiters: Waiters,
+    mut inbox: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut pause = MIN_PAUSE;
+    loop {
+        let mut pending = Vec::new();
+        if waiters.is_empty() {
+            match inbox.recv().await {
+                Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
+                Some(Command::Unsubscribe { .. }) => continue,
+                None => return,
+            }
+        }
+        let started = Instant::now();
+        let end = session(&client, timeouts, &waiters, &mut inbox, pending).await;
+        // Anything published while we were not listening was missed.
+        waiters.wake_all();
+        match end {
+            SessionEnd::Shutdown => return,
+            SessionEnd::NotPermitted => {
+                tracing::warn!(
+                    "the Redis user may not SSUBSCRIBE; waiters fall back to backoff polling"
+                );
+                refuse_all(&mut inbox).await;
+                return;
+            }
+            SessionEnd::Failed => {
+                if started.elapsed() >= HEALTHY_SESSION {
+                    pause = MIN_PAUSE;
+                }
+                tracing::debug!(?pause, "sharded release listener failed; reconnecting");
+                if sleep_draining(&mut inbox, pause).await.is_err() {
+                    return;
+                }
+                pause = pause.saturating_mul(2).min(MAX_PAUSE);
+            }
+        }
+    }
+}
+
+/// One cluster connection's life: subscribe to every wanted channel, then
+/// serve subscription requests and turn pushes into wake-ups until it fails.
+async fn session(
+    client: &ClusterClient,
+    timeouts: Timeouts,
+    waiters: &Waiters,
+    inbox: &mut mpsc::UnboundedReceiver<Command>,
+    pending: Vec<oneshot::Sender<bool>>,
+) -> SessionEnd {
+    let (push_sender, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
+    let config = ClusterConfig::new()
+        .set_connection_timeout(timeouts.connect)
+        .set_response_timeout(timeouts.response)
+        .set_push_sender(push_sender);
+    // Dropping `pending` on failure unblocks those waiters, unconfirmed.
+    let Ok(Ok(connection)) = tokio::time::timeout(
+        timeouts.connect,
+        client.get_async_connection_with_config(config),
+    )
+    .await
+    else {
+        return SessionEnd::Failed;
+    };
+    let mut channels = Channels {
+        connection,
+        // A subscription may follow a redirect to another node.
+        limit: timeouts.connect + timeouts.response,
+        sharded: true,
+        subscribed: HashSet::new(),
+    };
+    for channel in waiters.channels() {
+        if let Err(end) = channels.subscribe(channel).await {
+            return end;
+        }
+    }
+    // Wake the waiters before confirming, so that a waiter confirmed here
+    // does not also see this wake-up as a release.
+    waiters.wake_all();
+    for confirmed in pending {
+        let _ = confirmed.send(true);
+    }
+    loop {
+        tokio::select! {
+            command = inbox.recv() => match command {
+                Some(Command::Subscribe { channel, confirmed }) => {
+                    if let Err(end) = channels.subscribe(channel).await {
+                        return end;
+                    }
+                    let _ = confirmed.send(true);
+                }
+                Some(Command::Unsubscribe { channel }) => {
+                    // A new waiter may have come for it meanwhile.
+                    if !waiters.is_wanted(&channel)
+                        && let Err(end) = channels.unsubscribe(&channel).await
+                    {
+                        return end;
+                    }
+                }
+                None => return SessionEnd::Shutdown,
+            },
+            push = pushes.recv() => match push {
+                Some(push) => {
+                    if let Err(end) = on_push(push, &mut channels, waiters).await {
+                        return end;
+                    }
+                }
+                // The connection's task ended, and its sender with it.
+                None => return SessionEnd::Failed,
+            },
+        }
+    }
+}
+
+/// Acts on one push from any node.
+async fn on_push(
+    push: PushInfo,
+    channels: &mut Channels,
+    waiters: &Waiters,
+) -> Result<(), SessionEnd> {
+    match push.kind {
+        PushKind::SMessage | PushKind::Message => {
+            if let Some(message) = redis::Msg::from_push_info(push) {
+                waiters.wake_one(message.get_channel_name());
+            }
+        }
+        // The crate reconnects that node and subscribes it again to what
+        // it tracks; what it published meanwhile is lost.
+        PushKind::Disconnection => waiters.wake_all(),
+        PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+            let Some(channel) = channel_of(&push) else {
+                return Ok(());
+            };
+            // Our own unsubscriptions leave `subscribed` before they are
+            // sent: a channel still in it was dropped by the server, which
+            // happens to shard channels whose slot moved away.
+            if channels.subscribed.remove(&channel) && waiters.is_wanted(&channel) {
+                waiters.wake_all();
+                channels.subscribe(channel).await?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The channel named in a subscription push (`[channel, count]`).
+fn channel_of(push: &PushInfo) -> Option<String> {
+    match push.data.first()? {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        _ => None,
+    }
+}
+
+/// The session's subscriptions, as far as this listener asked for them.
+struct Channels {
+    connection: ClusterConnection,
+    /// Bound of one subscription command.
+    limit: Duration,
+    /// False once a server did not know `SSUBSCRIBE`.
+    sharded: bool,
+    subscribed: HashSet<String>,
+}
+
+impl Channels {
+    /// Subscribes to `channel` unless already subscribed.
+    async fn subscribe(&mut self, channel: String) -> Result<(), SessionEnd> {
+        if self.subscribed.contains(&channel) {
+            return Ok(());
+        }
+        if self.sharded {
+            match self
+                .bounded(self.connection.clone().ssubscribe(&channel))
+                .await
+            {
+                Ok(()) => {
+                    self.subscribed.insert(channel);
+                    return Ok(());
+                }
+                Err(Some(err)) if is_unknown_command(&err) => {
+                    tracing::info!("the cluster has no sharded pub/sub; using SUBSCRIBE");
+                    self.sharded = false;
+                }
+                Err(err) => return Err(session_end(err)),
+            }
+        }
+        match self
+            .bounded(self.connection.clone().subscribe(&channel))
+            .await
+        {
+            Ok(()) => {
+                self.subscribed.insert(channel);
+                Ok(())
+            }
+            Err(err) => Err(session_end(err)),
+        }
+    }
+
+    /// Unsubscribes from `channel` if subscribed.
+    async fn unsubscribe(&mut self, channel: &str) -> Result<(), SessionEnd> {
+        if !self.subscribed.remove(channel) {
+            return Ok(());
+        }
+        let mut connection = self.connection.clone();
+        let answer = if self.sharded {
+            self.bounded(async move { connection.sunsubscribe(channel).await })
+                .await
+        } else {
+            self.bounded(async move { connection.unsubscribe(channel).await })
+                .await
+        };
+        answer.map_err(session_end)
+    }
+
+    /// Runs one subscription command within `limit`; `Err(None)` when it
+    /// timed out.
+    async fn bounded(
+        &self,
+        call: impl std::future::Future<Output = redis::RedisResult<()>>,
+    ) -> Result<(), Option<redis::RedisError>> {
+        match tokio::time::timeout(self.limit, call).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => Err(Some(err)),
+            Err(_) => Err(None),
+        }
+    }
+}
+
+/// How a failed subscription command ends the session.
+fn session_end(err: Option<redis::RedisError>) -> SessionEnd {
+    match err {
+        Some(err) if err.code() == Some("NOPERM") => SessionEnd::NotPermitted,
+        _ => SessionEnd::Failed,
+    }
+}
+
+/// Whether the server did not know the command (sharded pub/sub needs 7.0).
+fn is_unknown_command(err: &redis::RedisError) -> bool {
+    err.to_string()
+        .to_ascii_lowercase()
+        .contains("unknown command")
+}

@@ -1,1 +1,0 @@
-//! Redis Cluster: each lock in one hash slot, sharded release messages.

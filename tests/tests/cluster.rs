@@ -1,0 +1,481 @@
+//! Locks on a real three-node Redis Cluster: exclusion, keys on every
+//! shard, online slot migration under load, sharded release messages, and
+//! scripts reloaded after `SCRIPT FLUSH`.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, Locker};
+use lock_tests::cluster::Migration;
+use lock_tests::exclusion::{CountRun, Load, hammer};
+use lock_tests::{RedisCluster, RedisServer};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+/// A backoff so slow that a waiter woken within seconds was woken by a
+/// release message (or the listener's own wake-up after missing some).
+const SLOW_BACKOFF: Duration = Duration::from_secs(20);
+
+async fn locker(cluster: &RedisCluster) -> Locker {
+    Locker::connect(LockConfig::from_url(&cluster.url()).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn slow_waiter(cluster: &RedisCluster) -> Locker {
+    let config = LockConfig::from_url(&cluster.url())
+        .unwrap()
+        .retry_backoff(SLOW_BACKOFF, SLOW_BACKOFF);
+    Locker::connect(config).await.unwrap()
+}
+
+/// The Redis key holding lock `name` (default prefix).
+fn lock_key(name: &str) -> String {
+    format!("lock:{{{name}}}")
+}
+
+/// One lock name served by each node, found by trying names in turn.
+fn names_on_every_node(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
+    let mut found: Vec<Option<String>> = vec![None; cluster.nodes().len()];
+    for i in 0..1000 {
+        let name = format!("{prefix}:{i}");
+        let node = cluster.node_for_key(&lock_key(&name));
+        found[node].get_or_insert(name);
+        if found.iter().all(Option::is_some) {
+            return found.into_iter().flatten().collect();
+        }
+    }
+    panic!("1000 names did not reach every node: {found:?}");
+}
+
+/// Sharded subscribers of `channel` on `node`.
+fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
+    match node.cmd(&["PUBSUB", "SHARDNUMSUB", channel]) {
+        redis::Value::Array(reply) => match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("PUBSUB SHARDNUMSUB {channel}: {other:?}"),
+        },
+        other => panic!("PUBSUB SHARDNUMSUB {channel}: {other:?}"),
+    }
+}
+
+/// Polls until `node` has a sharded subscriber on `channel`.
+async fn wait_subscribed(node: &RedisServer, channel: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shard_subscribers(node, channel) < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "nobody SSUBSCRIBEd {channel} on port {}",
+            node.port()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn fence_of(cluster: &RedisCluster, name: &str) -> u64 {
+    let key = format!("{}:fence", lock_key(name));
+    let node = &cluster.nodes()[cluster.node_for_key(&key)];
+    match node.cmd(&["GET", &key]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
+        redis::Value::Nil => 0,
+        other => panic!("GET {key}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_on_three_lockers_never_overlap() {
+    let cluster = RedisCluster::start();
+    let mut lockers = Vec::new();
+    for _ in 0..3 {
+        lockers.push(locker(&cluster).await);
+    }
+    let load = Load::new("hammered", Duration::from_secs(3));
+    let report = hammer(&lockers, &load).await;
+    println!("{report}");
+    assert!(report.entries > 50, "too little progress: {report}");
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.fence_regressions, 0, "{report}");
+    assert_eq!(report.lost, 0, "{report}");
+    assert_eq!(report.error_count(), 0, "{report}");
+    assert_eq!(fence_of(&cluster, "hammered"), report.entries);
+}
+
+#[test]
+fn separate_processes_never_lose_an_increment() {
+    let cluster = RedisCluster::start();
+    let store = RedisServer::start();
+    let url = cluster.url();
+    let run = CountRun {
+        worker: WORKER,
+        lock_url: &url,
+        processes: 3,
+        tasks: 8,
+        iterations: 10,
+        extra: &[],
+        limit: Duration::from_secs(60),
+    };
+    assert_eq!(run.run(&store), run.expected());
+}
+
+/// The control: the same workload without the lock loses updates, so the
+/// test above can fail.
+#[test]
+fn without_the_lock_the_same_workload_loses_increments() {
+    let cluster = RedisCluster::start();
+    let store = RedisServer::start();
+    let url = cluster.url();
+    let run = CountRun {
+        worker: WORKER,
+        lock_url: &url,
+        processes: 3,
+        tasks: 8,
+        iterations: 10,
+        extra: &["--no-lock"],
+        limit: Duration::from_secs(60),
+    };
+    let count = run.run(&store);
+    assert!(
+        count < run.expected(),
+        "no update was lost ({count}); the race window is too small"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_land_on_every_node_and_each_works() {
+    let cluster = RedisCluster::start();
+    let locker = locker(&cluster).await;
+    let names = names_on_every_node(&cluster, "spread");
+    let mut guards = Vec::new();
+    for (node, name) in names.iter().enumerate() {
+        let guard = locker.lock(name.as_str()).acquire().await.unwrap();
+        assert_eq!(guard.fence(), 1);
+        // The token sits on the node that serves the key's slot.
+        let holder = &cluster.nodes()[node];
+        assert!(
+            matches!(
+                holder.cmd(&["GET", &lock_key(name)]),
+                redis::Value::BulkString(_)
+            ),
+            "lock {name} is not on node {node}"
+        );
+        assert!(
+            locker
+                .lock(name.as_str())
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none(),
+            "lock {name} was granted twice"
+        );
+        guards.push(guard);
+    }
+    for (guard, name) in guards.into_iter().zip(&names) {
+        assert!(guard.release().await.unwrap());
+        let again = locker.lock(name.as_str()).acquire().await.unwrap();
+        assert_eq!(again.fence(), 2);
+        assert!(again.release().await.unwrap());
+    }
+}
+
+/// A load on one key while its slot moves to another node, held
+/// half-migrated (one key moved, the other not) for a while.
+#[test]
+fn exclusion_holds_while_the_slot_migrates() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = "migrating";
+    let slot = cluster.slot_of(&lock_key(name));
+    let from = cluster.node_for_slot(slot);
+    let to = (from + 1) % cluster.nodes().len();
+    let lockers: Vec<Locker> = runtime.block_on(async {
+        let mut lockers = Vec::new();
+        for _ in 0..3 {
+            lockers.push(locker(&cluster).await);
+        }
+        lockers
+    });
+    let mut load = Load::new(name, Duration::from_secs(6));
+    load.ttl = Duration::from_secs(1);
+    let load_handle = {
+        let (lockers, load) = (lockers.clone(), load.clone());
+        runtime.spawn(async move { hammer(&lockers, &load).await })
+    };
+    // Let the load run, then migrate under it.
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = fence_of(&cluster, name);
+    assert!(before > 0, "no entry before the migration");
+    cluster.migrate_slot_with(
+        slot,
+        from,
+        to,
+        Migration {
+            batch: 1,
+            pause: Duration::from_millis(700),
+        },
+    );
+    let migrated = fence_of(&cluster, name);
+    let report = runtime.block_on(load_handle).unwrap();
+    let after = fence_of(&cluster, name);
+    println!("{report}; fence before={before} at end of migration={migrated} after={after}");
+    assert_eq!(cluster.node_for_key(&lock_key(name)), to);
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.fence_regressions, 0, "{report}");
+    assert_eq!(report.lost, 0, "{report}");
+    // Mid-migration acquisitions are answered TRYAGAIN and wait; none fails.
+    assert_eq!(report.error_count(), 0, "{report}");
+    assert!(after > migrated, "no entry after the migration: {report}");
+    assert_eq!(after, report.entries, "{report}");
+}
+
+/// A lock held (watchdog on, 1 s lease) across its slot's migration is
+/// renewed on whichever node holds its key, and released at the end.
+#[test]
+fn a_held_lock_is_renewed_across_a_migration() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = "held-through";
+    let slot = cluster.slot_of(&lock_key(name));
+    let from = cluster.node_for_slot(slot);
+    let to = (from + 2) % cluster.nodes().len();
+    let locker = runtime.block_on(locker(&cluster));
+    let guard = runtime
+        .block_on(locker.lock(name).ttl(Duration::from_secs(1)).acquire())
+        .unwrap();
+    let started = Instant::now();
+    cluster.migrate_slot_with(
+        slot,
+        from,
+        to,
+        Migration {
+            batch: 1,
+            pause: Duration::from_millis(800),
+        },
+    );
+    // Hold for 3 s in all, three leases' worth.
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(started.elapsed()));
+    assert!(guard.is_held(), "the lock was lost across the migration");
+    assert!(matches!(
+        cluster.nodes()[to].cmd(&["GET", &lock_key(name)]),
+        redis::Value::BulkString(_)
+    ));
+    let stats = locker.stats();
+    assert!(stats.renewed >= 3, "{stats:?}");
+    assert_eq!(stats.lost, 0, "{stats:?}");
+    assert!(runtime.block_on(guard.release()).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_on_every_shard() {
+    let cluster = RedisCluster::start();
+    let holder = locker(&cluster).await;
+    let waiter = slow_waiter(&cluster).await;
+    for (node, name) in names_on_every_node(&cluster, "handoff")
+        .into_iter()
+        .enumerate()
+    {
+        let guard = holder
+            .lock(name.as_str())
+            .ttl(Duration::from_secs(30))
+            .acquire()
+            .await
+            .unwrap();
+        let blocked = {
+            let (waiter, name) = (waiter.clone(), name.clone());
+            tokio::spawn(async move {
+                let guard = waiter
+                    .lock(name)
+                    .wait(Duration::from_secs(15))
+                    .acquire()
+                    .await
+                    .unwrap();
+                (Instant::now(), guard)
+            })
+        };
+        let channel = format!("{}:released", lock_key(&name));
+        wait_subscribed(&cluster.nodes()[node], &channel).await;
+        let before = waiter.stats();
+        let released_at = Instant::now();
+        assert!(guard.release().await.unwrap());
+        let (acquired_at, taken) = tokio::time::timeout(Duration::from_secs(5), blocked)
+            .await
+            .expect("the waiter was not woken by the release")
+            .unwrap();
+        assert!(acquired_at - released_at < Duration::from_secs(1));
+        assert_eq!(taken.fence(), 2);
+        taken.release().await.unwrap();
+        let after = waiter.stats();
+        assert_eq!(after.timer_wakeups, before.timer_wakeups, "{after:?}");
+        assert!(after.release_wakeups > before.release_wakeups, "{after:?}");
+    }
+}
+
+/// The waiter's subscription follows the channel's slot to its new node:
+/// the old node drops it, the listener subscribes again on the new one.
+#[test]
+fn a_waiter_is_still_woken_after_its_slot_moved() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = "moving-waiter";
+    let channel = format!("{}:released", lock_key(name));
+    let slot = cluster.slot_of(&lock_key(name));
+    let from = cluster.node_for_slot(slot);
+    let to = (from + 1) % cluster.nodes().len();
+    let (holder, waiter) =
+        runtime.block_on(async { (locker(&cluster).await, slow_waiter(&cluster).await) });
+    let guard = runtime
+        .block_on(holder.lock(name).ttl(Duration::from_secs(30)).acquire())
+        .unwrap();
+    let blocked = {
+        let waiter = waiter.clone();
+        runtime.spawn(async move {
+            let guard = waiter
+                .lock(name)
+                .wait(Duration::from_secs(20))
+                .acquire()
+                .await
+                .unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    runtime.block_on(wait_subscribed(&cluster.nodes()[from], &channel));
+    cluster.migrate_slot(slot, from, to);
+    runtime.block_on(wait_subscribed(&cluster.nodes()[to], &channel));
+    let released_at = Instant::now();
+    assert!(runtime.block_on(guard.release()).unwrap());
+    let (acquired_at, taken) = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), blocked).await })
+        .expect("the waiter was not woken after the slot moved")
+        .unwrap();
+    assert!(acquired_at - released_at < Duration::from_secs(1));
+    assert_eq!(taken.fence(), 2);
+    assert_eq!(waiter.stats().timer_wakeups, 0, "{:?}", waiter.stats());
+    assert!(runtime.block_on(taken.release()).unwrap());
+}
+
+/// Scripts cached on no node any more (`SCRIPT FLUSH` everywhere, mid-test)
+/// are loaded again: acquire, release and the watchdog's renewals go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_after_a_flush_on_every_node() {
+    let cluster = RedisCluster::start();
+    let locker = locker(&cluster).await;
+    let names = names_on_every_node(&cluster, "flushed");
+    for name in &names {
+        let guard = locker.lock(name.as_str()).acquire().await.unwrap();
+        assert!(guard.release().await.unwrap());
+    }
+    // Held with a 3 s lease across the flush: its renewals (the first one
+    // due 1 s after the acquire) need EXTEND.
+    let held = locker
+        .lock("held-over-flush")
+        .ttl(Duration::from_secs(3))
+        .acquire()
+        .await
+        .unwrap();
+    cluster.flush_scripts();
+    for node in cluster.nodes() {
+        assert_eq!(cached_scripts(node), 0);
+    }
+    // Each node that answers NOSCRIPT gets the script in full and caches
+    // it: the acquire and release scripts are back where they ran.
+    for (node, name) in names.iter().enumerate() {
+        let guard = locker.lock(name.as_str()).acquire().await.unwrap();
+        assert_eq!(guard.fence(), 2);
+        assert!(guard.release().await.unwrap());
+        assert!(cached_scripts(&cluster.nodes()[node]) >= 2, "node {node}");
+    }
+    // Past the lease: only renewals after the flush kept it.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(held.is_held(), "renewal failed after the flush");
+    assert!(held.release().await.unwrap());
+    assert_eq!(locker.stats().lost, 0);
+}
+
+/// `number_of_cached_scripts` from `INFO memory`.
+fn cached_scripts(node: &RedisServer) -> u64 {
+    let info = match node.cmd(&["INFO", "memory"]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO: {other:?}"),
+    };
+    info.lines()
+        .find_map(|line| line.strip_prefix("number_of_cached_scripts:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO memory has number_of_cached_scripts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_fails_fast_when_no_node_answers() {
+    let url = format!(
+        "redis+cluster://127.0.0.1:{},127.0.0.1:{}",
+        lock_tests::closed_port(),
+        lock_tests::closed_port()
+    );
+    let config = LockConfig::from_url(&url)
+        .unwrap()
+        .connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(5), Locker::connect(config))
+        .await
+        .expect("connect did not give up");
+    assert!(
+        matches!(answer, Err(lock_runtime::LockError::Redis(_))),
+        "{:?}",
+        answer.err()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A frozen node costs only the leases on it: the renewals of the other
+/// slots go on, and its own lease is reported lost when its validity ends.
+/// The freeze (1.6 s) stays below the cluster's node timeout (2 s), so the
+/// other nodes keep serving: a cluster without replicas stops when a node
+/// is failed for good.
+#[test]
+fn a_frozen_node_loses_only_its_own_leases() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A renewal waits at most 300 ms for its node; leases of 900 ms are
+    // renewed every 300 ms.
+    let config = LockConfig::from_url(&cluster.url())
+        .unwrap()
+        .response_timeout(Duration::from_millis(300));
+    let locker = runtime.block_on(Locker::connect(config)).unwrap();
+    let names = names_on_every_node(&cluster, "frozen");
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| {
+            let request = locker.lock(name.as_str()).ttl(Duration::from_millis(900));
+            runtime.block_on(request.acquire()).unwrap()
+        })
+        .collect();
+    let frozen = 0;
+    cluster.nodes()[frozen].pause();
+    // Longer than a lease: only renewals keep the other locks.
+    std::thread::sleep(Duration::from_millis(1600));
+    let held: Vec<bool> = guards.iter().map(|guard| guard.is_held()).collect();
+    let stats = locker.stats();
+    cluster.nodes()[frozen].resume();
+    assert_eq!(held, [false, true, true], "{stats:?}");
+    assert_eq!(stats.lost, 1, "{stats:?}");
+    for guard in guards.into_iter().skip(1) {
+        assert!(runtime.block_on(guard.release()).unwrap());
+    }
+}
