@@ -15,6 +15,7 @@
 //! - [`Worker`]: a separate OS process that takes locks, for multi-process
 //!   tests (and for killing a holder with -9).
 //! - [`exclusion`]: the mutual-exclusion check every topology runs.
+//! - [`sentinel`]: a master, a replica and three sentinels ([`SentinelSetup`]).
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
@@ -23,6 +24,7 @@ pub mod exclusion;
 pub mod fault_proxy;
 pub mod net;
 pub mod redis_server;
+pub mod sentinel;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
 #[allow(unsafe_code)]
 mod sys;
@@ -31,6 +33,7 @@ pub mod worker;
 pub use fault_proxy::FaultProxy;
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;
+pub use sentinel::SentinelSetup;
 pub use worker::Worker;
 
 /// Nanoseconds on the machine-wide monotonic clock (CLOCK_MONOTONIC), so
