@@ -4,8 +4,9 @@
 //! a slot that is swapped for a new one when the sentinels name another
 //! server. Every call goes to the backend in the slot at that moment.
 //!
-//! The sentinels are asked again (one lookup at a time, at most every
-//! [`MIN_LOOKUP_GAP`]) when a call fails the way calls to a moved master
+//! The sentinels are asked again (one lookup at a time, starting at least
+//! [`MIN_LOOKUP_GAP`] apart; failures seen before a lookup started share
+//! its answer) when a call fails the way calls to a moved master
 //! fail (see [`moved`]), when the release listener reconnects, and every
 //! [`RECHECK_EVERY`] in the background, so an idle locker does not keep
 //! talking to a demoted master that still accepts connections.
@@ -23,7 +24,7 @@ mod resolver;
 
 use std::future::Future;
 use std::sync::{Arc, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::ConnectionInfo;
 
@@ -115,7 +116,7 @@ impl SentinelBackend {
                     )));
                 };
                 let seen = shared.master().generation;
-                let master = shared.follow(seen).await;
+                let master = shared.follow(seen, Instant::now()).await;
                 redis::Client::open(master.address.clone())
             })
         }))
@@ -188,7 +189,7 @@ impl Shared {
         if !moved::suggests_failover(err) {
             return result;
         }
-        let now = self.follow(master.generation).await;
+        let now = self.follow(master.generation, Instant::now()).await;
         if now.generation != master.generation && moved::not_carried_out(err) {
             tracing::debug!(error = %err, "the old master refused the call; sending it to the new one");
             return op(now).await;
@@ -197,19 +198,22 @@ impl Shared {
     }
 
     /// Asks the sentinels where the master is, unless someone already
-    /// moved on from generation `seen` or they were asked a moment ago;
-    /// swaps in a backend for a new address. Returns the master in use
-    /// afterwards. Never fails: a lookup that fails leaves the slot as it
-    /// was, and the next failing call asks again.
-    async fn follow(&self, seen: u64) -> Arc<Master> {
+    /// moved on from generation `seen`, or a lookup started after
+    /// `failed_at` (when the caller saw the failure) already answered for
+    /// it; swaps in a backend for a new address. Lookups start at least
+    /// [`MIN_LOOKUP_GAP`] apart: a caller waits out the rest of the gap.
+    /// Returns the master in use afterwards. Never fails: a lookup that
+    /// fails leaves the slot as it was, and the next failing call asks again.
+    async fn follow(&self, seen: u64, failed_at: Instant) -> Arc<Master> {
         let Ok(mut resolver) = tokio::time::timeout(self.follow_bound, self.resolver.lock()).await
         else {
             return self.master();
         };
         let current = self.master();
-        if current.generation != seen || resolver.asked_within(MIN_LOOKUP_GAP) {
+        if current.generation != seen || resolver.asked_since(failed_at) {
             return current;
         }
+        tokio::time::sleep(resolver.pause_before_next(MIN_LOOKUP_GAP)).await;
         let address = match resolver.master().await {
             Ok(address) => address,
             Err(err) => {
@@ -250,6 +254,6 @@ async fn recheck(shared: Weak<Shared>) {
             return;
         };
         let seen = shared.master().generation;
-        shared.follow(seen).await;
+        shared.follow(seen, Instant::now()).await;
     }
 }

@@ -50,10 +50,17 @@ impl Resolver {
         }
     }
 
-    /// Whether the sentinels were asked less than `interval` ago.
-    pub(super) fn asked_within(&self, interval: Duration) -> bool {
+    /// Whether a lookup started at or after `moment`: its answer already
+    /// reflects whatever happened before then.
+    pub(super) fn asked_since(&self, moment: Instant) -> bool {
+        self.last_asked.is_some_and(|asked| asked >= moment)
+    }
+
+    /// How long to wait before the next lookup so that lookups start at
+    /// least `gap` apart.
+    pub(super) fn pause_before_next(&self, gap: Duration) -> Duration {
         self.last_asked
-            .is_some_and(|asked| asked.elapsed() < interval)
+            .map_or(Duration::ZERO, |asked| gap.saturating_sub(asked.elapsed()))
     }
 
     /// The master's address, as the first sentinel that knows a healthy
