@@ -128,7 +128,16 @@ async fn hammer_through_failover(
     after_load.until = Instant::now() + Duration::from_secs(2);
     // A healthy deployment again: a waiter outlasts any queue of 12 tasks.
     after_load.wait = Duration::from_secs(10);
+    let listening = {
+        let setup = setup.clone();
+        let channel = format!("lock:{{{}}}:released", load.key);
+        tokio::task::spawn_blocking(move || subscribed_on_master(&setup, &channel))
+    };
     let after = hammer(lockers, &after_load).await;
+    assert!(
+        listening.await.expect("pubsub probe"),
+        "no release listener subscribed on the new master"
+    );
     let fence_after = integer(setup.current_master(), &["GET", &fence_key]);
     println!(
         "old master in sync again {rejoined:?} later; then: {after}; \
@@ -143,6 +152,22 @@ async fn hammer_through_failover(
         "the entries after the failover were not all on the new master: {after}"
     );
     (during, after)
+}
+
+/// Whether, within 2 s, some locker's release listener is subscribed to
+/// `channel` on the master the sentinels name.
+fn subscribed_on_master(setup: &SentinelSetup, channel: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let reply = setup.current_master().cmd(&["PUBSUB", "NUMSUB", channel]);
+        if let redis::Value::Array(items) = reply
+            && matches!(items.get(1), Some(redis::Value::Int(n)) if *n > 0)
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 fn failover_load(key: &str) -> Load {
@@ -287,6 +312,59 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
     }
     assert!(healthy.is_held());
     assert!(healthy.release().await.expect("release on the new master"));
+}
+
+/// A master demoted to a replica while this locker still talks to it
+/// answers READONLY; the locker asks the sentinels, moves to the new
+/// master and sends the refused acquire there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
+    let setup = SentinelSetup::start();
+    let locker = Locker::connect(LockConfig::from_url(&setup.url()).unwrap())
+        .await
+        .unwrap();
+    // The locker also asks the sentinels every second on its own; the
+    // switch below takes a few milliseconds, well inside that second.
+    let connected = Instant::now();
+    let new_port = setup.replica.port().to_string();
+    tokio::task::block_in_place(|| {
+        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
+        setup.master.cmd(&["REPLICAOF", "127.0.0.1", &new_port]);
+        for sentinel in setup.sentinels() {
+            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
+            sentinel.cmd(&[
+                "SENTINEL",
+                "MONITOR",
+                "mymaster",
+                "127.0.0.1",
+                &new_port,
+                "2",
+            ]);
+        }
+    });
+    let guard = locker
+        .lock("moved")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the acquire is sent again to the new master");
+    let switched_in = connected.elapsed();
+    println!("switched and acquired {switched_in:?} after connecting");
+    assert!(
+        switched_in < Duration::from_millis(900),
+        "too slow to come before the periodic re-check: {switched_in:?}"
+    );
+    let errors = match setup.master.cmd(&["INFO", "errorstats"]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO errorstats answered {other:?}"),
+    };
+    assert!(
+        errors.contains("errorstat_READONLY:count=1"),
+        "the first try did not meet the demoted master: {errors}"
+    );
+    assert_eq!(integer(&setup.replica, &["EXISTS", "lock:{moved}"]), 1);
+    assert!(guard.release().await.expect("release on the new master"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
