@@ -13,11 +13,17 @@
 //!
 //! A failed call still returns its error, except that a call the old
 //! master refused without running it (connection refused, `READONLY`,
-//! `MASTERDOWN`, `LOADING`) is sent once more when the lookup it caused
-//! found a new master: every script is idempotent for its owner token,
-//! and the refused run wrote nothing. A renewal then meets the new master's
-//! data: a lock whose write never reached it is answered 0, so the
-//! watchdog reports it lost at once.
+//! `NOREPLICAS`, `MASTERDOWN`, `LOADING`) is sent once more when the
+//! lookup it caused found a new master: every script is idempotent for
+//! its owner token, and the refused run wrote nothing. Renewals meet the
+//! new master's data: a lock whose write never reached it is answered 0
+//! at its next renewal (at most ttl/3 after the switch), and the watchdog
+//! reports it lost then, well before its lease would have run out.
+//!
+//! The sentinels are asked in the order configured, and the first one
+//! naming a server that confirms with `ROLE` that it is a master wins;
+//! while the sentinels disagree (the seconds after a failover), that is
+//! the first sentinel's view.
 
 mod moved;
 mod resolver;
