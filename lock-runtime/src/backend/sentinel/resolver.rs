@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, TlsMode};
 
@@ -12,10 +13,10 @@ pub(super) struct Resolver {
     sentinels: Vec<ConnectionInfo>,
     master: String,
     node: SentinelNodeConnectionInfo,
-    /// Keeps its connections to the sentinels between lookups; rebuilt
-    /// after a lookup that ran out of time, so one frozen sentinel cannot
-    /// keep stalling every later lookup on a cached connection.
-    client: Option<Sentinel>,
+    /// One client per sentinel, each keeping its connection between
+    /// lookups; dropped after a lookup that ran out of time, so that the
+    /// next one connects afresh.
+    clients: Vec<Option<Sentinel>>,
     /// Longest one lookup may take.
     bound: Duration,
     last_asked: Option<Instant>,
@@ -44,7 +45,7 @@ impl Resolver {
             sentinels: sentinels.to_vec(),
             master: master.to_owned(),
             node: node_info,
-            client: None,
+            clients: sentinels.iter().map(|_| None).collect(),
             bound,
             last_asked: None,
         }
@@ -63,26 +64,55 @@ impl Resolver {
             .map_or(Duration::ZERO, |asked| gap.saturating_sub(asked.elapsed()))
     }
 
-    /// The master's address, as the first sentinel that knows a healthy
-    /// master names it, after that server confirmed with `ROLE` that it is
-    /// a master. Bounded by the resolver's bound.
+    /// The master's address, as the first sentinel (in the order
+    /// configured) that knows a healthy master names it, after that server
+    /// confirmed with `ROLE` that it is a master. The sentinels are asked
+    /// together, each for at most the resolver's bound: a frozen sentinel
+    /// delays a lookup by that bound, but cannot stall it.
     pub(super) async fn master(&mut self) -> Result<ConnectionInfo, LockError> {
         self.last_asked = Some(Instant::now());
-        let sentinel = match &mut self.client {
-            Some(sentinel) => sentinel,
-            None => self.client.insert(Sentinel::build(self.sentinels.clone())?),
-        };
-        let lookup = sentinel.async_master_for(&self.master, Some(&self.node));
-        match tokio::time::timeout(self.bound, lookup).await {
-            Ok(Ok(client)) => Ok(client.get_connection_info().clone()),
-            Ok(Err(err)) => Err(LockError::Redis(err)),
-            Err(_) => {
-                self.client = None;
-                Err(LockError::redis_timeout(
-                    "asking the sentinels for the master",
-                    self.bound,
-                ))
+        let (master, node, bound) = (self.master.as_str(), &self.node, self.bound);
+        // Built in a plain loop: with a closure here, rustc cannot prove the
+        // caller's future `Send`.
+        let mut lookups = Vec::with_capacity(self.sentinels.len());
+        for (slot, sentinel) in self.clients.iter_mut().zip(&self.sentinels) {
+            lookups.push(ask(slot, sentinel, master, node, bound));
+        }
+        // In order, all at once: the first answer wins once every sentinel
+        // before it has failed.
+        let mut answers = futures_util::stream::iter(lookups).buffered(self.sentinels.len());
+        let mut last_error = None;
+        while let Some(answer) = answers.next().await {
+            match answer {
+                Ok(address) => return Ok(address),
+                Err(err) => last_error = Some(err),
             }
+        }
+        Err(last_error.unwrap_or_else(|| LockError::config("the list of sentinels is empty")))
+    }
+}
+
+/// One sentinel's answer, within `bound`, through the client in `slot`
+/// (opened if empty, emptied when the sentinel did not answer in time).
+async fn ask(
+    slot: &mut Option<Sentinel>,
+    sentinel: &ConnectionInfo,
+    master: &str,
+    node: &SentinelNodeConnectionInfo,
+    bound: Duration,
+) -> Result<ConnectionInfo, LockError> {
+    let client = match slot {
+        Some(client) => client,
+        None => slot.insert(Sentinel::build(vec![sentinel.clone()])?),
+    };
+    match tokio::time::timeout(bound, client.async_master_for(master, Some(node))).await {
+        Ok(found) => Ok(found?.get_connection_info().clone()),
+        Err(_) => {
+            *slot = None;
+            Err(LockError::redis_timeout(
+                "asking a sentinel for the master",
+                bound,
+            ))
         }
     }
 }
