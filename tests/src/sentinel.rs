@@ -122,18 +122,32 @@ impl SentinelSetup {
     ///
     /// If the sentinel refuses, or the failover does not finish within 20 s.
     pub fn force_failover(&self) {
-        let from = self.master_port();
+        self.force_failover_via(&[0, 1, 2]);
+    }
+
+    /// Like [`SentinelSetup::force_failover`], through the sentinels at
+    /// `asked` (indexes into [`SentinelSetup::sentinels`]): the first one
+    /// runs the failover, and all of them must name the new master. The
+    /// others may be paused or dead.
+    ///
+    /// # Panics
+    ///
+    /// Same as [`SentinelSetup::force_failover`].
+    pub fn force_failover_via(&self, asked: &[usize]) {
+        let first = &self.sentinels[asked[0]];
+        let from = master_port_by(first)
+            .unwrap_or_else(|e| panic!("asking sentinel {} for the master: {e}", first.port()));
         let to = if self.master.port() == from {
             self.replica.port()
         } else {
             self.master.port()
         };
-        let reply = query::<String>(&self.sentinels[0], &["SENTINEL", "FAILOVER", MASTER_NAME]);
+        let reply = query::<String>(first, &["SENTINEL", "FAILOVER", MASTER_NAME]);
         assert!(
             matches!(reply.as_deref(), Ok("OK")),
             "SENTINEL FAILOVER refused: {reply:?}"
         );
-        self.wait_for_master(to);
+        self.wait_for_master_among(to, asked);
     }
 
     /// Returns once every sentinel names the server on `port` as the
@@ -143,11 +157,14 @@ impl SentinelSetup {
     ///
     /// If that does not happen within 20 s.
     pub fn wait_for_master(&self, port: u16) {
+        self.wait_for_master_among(port, &[0, 1, 2]);
+    }
+
+    fn wait_for_master_among(&self, port: u16, asked: &[usize]) {
         self.wait_until(&format!("the sentinels name {port} as the master"), || {
-            self.sentinels
-                .iter()
-                .all(|sentinel| master_port_by(sentinel).is_ok_and(|named| named == port))
-                && role_of(self.server_on(port)).is_some_and(|role| role == "master")
+            asked.iter().all(|&index| {
+                master_port_by(&self.sentinels[index]).is_ok_and(|named| named == port)
+            }) && role_of(self.server_on(port)).is_some_and(|role| role == "master")
         });
     }
 

@@ -367,6 +367,49 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
     assert!(guard.release().await.expect("release on the new master"));
 }
 
+/// The first sentinel of the list freezes, then the others fail over:
+/// each lookup waits for the frozen one only up to the connect timeout and
+/// then takes the next sentinel's answer, so the locker still follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_sentinel_does_not_stop_the_locker_following() {
+    let setup = SentinelSetup::start();
+    let config = LockConfig::from_url(&setup.url())
+        .unwrap()
+        .connect_timeout(Duration::from_millis(500));
+    let locker = Locker::connect(config).await.unwrap();
+    tokio::task::block_in_place(|| {
+        setup.sentinels()[0].pause();
+        setup.force_failover_via(&[1, 2]);
+    });
+    // The old master goes on accepting writes for seconds after a forced
+    // failover: only a lookup moves the locker to the new one.
+    let failed_over = Instant::now();
+    let new_master = &setup.replica;
+    loop {
+        let guard = locker
+            .lock("probe")
+            .ttl(Duration::from_secs(2))
+            .acquire()
+            .await;
+        if let Ok(guard) = guard {
+            let _ = guard.release().await;
+        }
+        if integer(new_master, &["GET", "lock:{probe}:fence"]) > 0 {
+            break;
+        }
+        assert!(
+            failed_over.elapsed() < Duration::from_secs(10),
+            "the locker never moved to the new master"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "moved to the new master {:?} after the failover",
+        failed_over.elapsed()
+    );
+    setup.sentinels()[0].resume();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_sentinels_fail_connect_within_the_timeout() {
     let timeout = Duration::from_millis(800);
