@@ -17,6 +17,7 @@
 //! - [`exclusion`]: the mutual-exclusion check every topology runs.
 //! - [`RedisCluster`]: three servers joined into a Redis Cluster, with
 //!   online slot migration.
+//! - [`sentinel`]: a master, a replica and three sentinels ([`SentinelSetup`]).
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
@@ -26,6 +27,7 @@ pub mod exclusion;
 pub mod fault_proxy;
 pub mod net;
 pub mod redis_server;
+pub mod sentinel;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
 #[allow(unsafe_code)]
 mod sys;
@@ -35,6 +37,7 @@ pub use cluster::RedisCluster;
 pub use fault_proxy::FaultProxy;
 pub use net::{SilentListener, closed_port};
 pub use redis_server::RedisServer;
+pub use sentinel::SentinelSetup;
 pub use worker::Worker;
 
 /// Nanoseconds on the machine-wide monotonic clock (CLOCK_MONOTONIC), so

@@ -54,6 +54,9 @@ static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
 pub struct RedisServer {
     port: u16,
     extra_args: Vec<String>,
+    /// Text of a config file read before the arguments (a sentinel needs
+    /// one it can rewrite); written into `dir`.
+    config: Option<String>,
     dir: PathBuf,
     /// `None` once the process was killed (and reaped). Only a `Some` child
     /// is ever signalled: an unreaped child's pid cannot be reused, so we
@@ -91,6 +94,21 @@ impl RedisServer {
     ///
     /// Same as [`RedisServer::start`].
     pub fn start_with(extra_args: &[&str]) -> Self {
+        Self::start_inner(None, extra_args)
+    }
+
+    /// Like [`RedisServer::start_with`], with a config file holding `config`
+    /// read before every argument: e.g. a sentinel,
+    /// `start_with_config("sentinel monitor ...", &["--sentinel"])`.
+    ///
+    /// # Panics
+    ///
+    /// Same as [`RedisServer::start`].
+    pub fn start_with_config(config: &str, extra_args: &[&str]) -> Self {
+        Self::start_inner(Some(config.to_owned()), extra_args)
+    }
+
+    fn start_inner(config: Option<String>, extra_args: &[&str]) -> Self {
         let extra_args: Vec<String> = extra_args.iter().map(|&arg| arg.to_owned()).collect();
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS {
@@ -98,9 +116,14 @@ impl RedisServer {
             let mut server = Self {
                 port,
                 extra_args: extra_args.clone(),
+                config: config.clone(),
                 dir: create_temp_dir(port),
                 child: None,
             };
+            if let Some(text) = &config {
+                fs::write(server.config_path(), text)
+                    .unwrap_or_else(|e| panic!("write {}: {e}", server.config_path().display()));
+            }
             match server.try_start() {
                 Ok(()) => return server,
                 // Another process grabbed the port between free_port() and
@@ -292,6 +315,10 @@ impl RedisServer {
 
     fn spawn(&self) -> Child {
         let mut command = Command::new("redis-server");
+        if self.config.is_some() {
+            // redis-server reads a config file only as its first argument.
+            command.arg(self.config_path());
+        }
         command
             .arg("--port")
             .arg(self.port.to_string())
@@ -359,6 +386,10 @@ impl RedisServer {
             }
             thread::sleep(POLL_INTERVAL);
         }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("redis.conf")
     }
 
     fn log_path(&self) -> PathBuf {

@@ -1,1 +1,0 @@
-//! One master found, and followed across failovers, through Sentinel.

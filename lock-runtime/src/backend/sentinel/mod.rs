@@ -1,0 +1,265 @@
+//! One master found, and followed across failovers, through Sentinel.
+//!
+//! The sentinels name the master; a [`RedisBackend`] talks to it, kept in
+//! a slot that is swapped for a new one when the sentinels name another
+//! server. Every call goes to the backend in the slot at that moment.
+//!
+//! The sentinels are asked again (one lookup at a time, starting at least
+//! [`MIN_LOOKUP_GAP`] apart; failures seen before a lookup started share
+//! its answer) when a call fails the way calls to a moved master
+//! fail (see [`moved`]), when the release listener reconnects, and every
+//! [`RECHECK_EVERY`] in the background, so an idle locker does not keep
+//! talking to a demoted master that still accepts connections.
+//!
+//! A failed call still returns its error, except that a call the old
+//! master refused without running it (connection refused, `READONLY`,
+//! `NOREPLICAS`, `MASTERDOWN`, `LOADING`) is sent once more when the
+//! lookup it caused found a new master: every script is idempotent for
+//! its owner token, and the refused run wrote nothing. Renewals meet the
+//! new master's data: a lock whose write never reached it is answered 0
+//! at its next renewal (at most ttl/3 after the switch), and the watchdog
+//! reports it lost then, well before its lease would have run out.
+//!
+//! The sentinels are asked in the order configured, and the first one
+//! naming a server that confirms with `ROLE` that it is a master wins;
+//! while the sentinels disagree (the seconds after a failover), that is
+//! the first sentinel's view.
+
+mod moved;
+mod resolver;
+
+use std::future::Future;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use redis::ConnectionInfo;
+
+use super::redis::RedisBackend;
+use super::{AcquireReply, ClientSource, ReleaseFeed, Renewal, Renewed};
+use crate::config::ReplicaAck;
+use crate::keys::LockKeys;
+use crate::token::OwnerToken;
+use crate::{LockConfig, LockError};
+use resolver::Resolver;
+
+/// Shortest time between two lookups: a burst of failing calls during a
+/// failover asks the sentinels once, not once per call.
+const MIN_LOOKUP_GAP: Duration = Duration::from_millis(100);
+/// How often the sentinels are asked while nothing fails.
+const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Locks on whichever server the sentinels name as the master.
+#[derive(Clone)]
+pub(crate) struct SentinelBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    current: RwLock<Arc<Master>>,
+    /// Held while the sentinels are asked: one lookup at a time.
+    resolver: tokio::sync::Mutex<Resolver>,
+    config: LockConfig,
+    /// Longest a caller waits for a lookup and the connections it opens.
+    follow_bound: Duration,
+}
+
+/// The master in use, and the connections to it.
+struct Master {
+    address: ConnectionInfo,
+    backend: RedisBackend,
+    /// Bumped on every swap, so a caller can tell that someone else
+    /// already followed the failover it ran into.
+    generation: u64,
+}
+
+impl SentinelBackend {
+    /// Asks the `sentinels` for the master monitored as `master` and opens
+    /// the pool to it (with `node`'s credentials and database). Fails with
+    /// [`LockError::Redis`] when no sentinel answers with a healthy master
+    /// within the connect timeout, or the master cannot be reached.
+    pub(crate) async fn connect(
+        sentinels: &[ConnectionInfo],
+        master: &str,
+        node: &redis::RedisConnectionInfo,
+        config: &LockConfig,
+    ) -> Result<Self, LockError> {
+        let mut resolver = Resolver::new(sentinels, master, node, config.connect_timeout);
+        let address = resolver.master().await?;
+        let backend = RedisBackend::connect(address.clone(), config).await?;
+        tracing::debug!(master, address = %address.addr(), "sentinels named the master");
+        let shared = Arc::new(Shared {
+            current: RwLock::new(Arc::new(Master {
+                address,
+                backend,
+                generation: 0,
+            })),
+            resolver: tokio::sync::Mutex::new(resolver),
+            config: config.clone(),
+            // A lookup, then the connections to a new master.
+            follow_bound: config.connect_timeout * 2,
+        });
+        tokio::spawn(recheck(Arc::downgrade(&shared)));
+        Ok(Self { shared })
+    }
+
+    /// A connection index; valid on every master this backend will use,
+    /// since each gets a pool of the same size.
+    pub(crate) fn pick(&self) -> usize {
+        self.shared.master().backend.pick()
+    }
+
+    /// Release messages: subscribed on the master the sentinels name at
+    /// each (re)connect of the listener.
+    pub(crate) fn release_feed(&self) -> ReleaseFeed {
+        let shared = Arc::downgrade(&self.shared);
+        ReleaseFeed::PubSub(ClientSource::new(move || {
+            let shared = shared.clone();
+            Box::pin(async move {
+                let Some(shared) = shared.upgrade() else {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "the locker was dropped",
+                    )));
+                };
+                let seen = shared.master().generation;
+                let master = shared.follow(seen, Instant::now()).await;
+                redis::Client::open(master.address.clone())
+            })
+        }))
+    }
+
+    /// One run of the acquire step on the current master (see
+    /// [`RedisBackend::acquire`]).
+    pub(crate) async fn acquire(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: Option<ReplicaAck>,
+    ) -> Result<AcquireReply, LockError> {
+        self.shared
+            .call(|master| async move {
+                master
+                    .backend
+                    .acquire(conn, keys, token, ttl_ms, replicas)
+                    .await
+            })
+            .await
+    }
+
+    /// Deletes the lock on the current master if it is still ours.
+    pub(crate) async fn release(
+        &self,
+        conn: usize,
+        keys: &LockKeys,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        self.shared
+            .call(|master| async move { master.backend.release(conn, keys, token).await })
+            .await
+    }
+
+    /// Renews a batch on the current master: a lease its data does not
+    /// hold for us (a write lost in the failover) is answered
+    /// [`Renewed::Gone`].
+    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+        self.shared
+            .call(|master| async move { master.backend.extend(batch).await })
+            .await
+    }
+}
+
+impl Shared {
+    fn master(&self) -> Arc<Master> {
+        // A poisoned slot still holds a whole Arc: use it.
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Runs `op` on the current master; on an error that suggests the
+    /// master moved, follows it, and repeats `op` once on the new master
+    /// if the old one certainly did not carry it out.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, LockError>
+    where
+        F: Fn(Arc<Master>) -> Fut,
+        Fut: Future<Output = Result<T, LockError>>,
+    {
+        let master = self.master();
+        let result = op(master.clone()).await;
+        let Err(LockError::Redis(err)) = &result else {
+            return result;
+        };
+        if !moved::suggests_failover(err) {
+            return result;
+        }
+        let now = self.follow(master.generation, Instant::now()).await;
+        if now.generation != master.generation && moved::not_carried_out(err) {
+            tracing::debug!(error = %err, "the old master refused the call; sending it to the new one");
+            return op(now).await;
+        }
+        result
+    }
+
+    /// Asks the sentinels where the master is, unless someone already
+    /// moved on from generation `seen`, or a lookup started after
+    /// `failed_at` (when the caller saw the failure) already answered for
+    /// it; swaps in a backend for a new address. Lookups start at least
+    /// [`MIN_LOOKUP_GAP`] apart: a caller waits out the rest of the gap.
+    /// Returns the master in use afterwards. Never fails: a lookup that
+    /// fails leaves the slot as it was, and the next failing call asks again.
+    async fn follow(&self, seen: u64, failed_at: Instant) -> Arc<Master> {
+        let Ok(mut resolver) = tokio::time::timeout(self.follow_bound, self.resolver.lock()).await
+        else {
+            return self.master();
+        };
+        let current = self.master();
+        if current.generation != seen || resolver.asked_since(failed_at) {
+            return current;
+        }
+        tokio::time::sleep(resolver.pause_before_next(MIN_LOOKUP_GAP)).await;
+        let address = match resolver.master().await {
+            Ok(address) => address,
+            Err(err) => {
+                tracing::debug!(error = %err, "no master from the sentinels right now");
+                return current;
+            }
+        };
+        if address.addr() == current.address.addr() {
+            return current;
+        }
+        let backend = match RedisBackend::connect(address.clone(), &self.config).await {
+            Ok(backend) => backend,
+            Err(err) => {
+                tracing::warn!(address = %address.addr(), error = %err, "cannot reach the master the sentinels named");
+                return current;
+            }
+        };
+        tracing::warn!(
+            from = %current.address.addr(),
+            to = %address.addr(),
+            "the master moved; locks now go to the new one"
+        );
+        let next = Arc::new(Master {
+            address,
+            backend,
+            generation: current.generation + 1,
+        });
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        next
+    }
+}
+
+/// Asks the sentinels every [`RECHECK_EVERY`] until the backend is dropped.
+async fn recheck(shared: Weak<Shared>) {
+    loop {
+        tokio::time::sleep(RECHECK_EVERY).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let seen = shared.master().generation;
+        shared.follow(seen, Instant::now()).await;
+    }
+}

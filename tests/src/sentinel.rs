@@ -1,0 +1,319 @@
+//! A Sentinel deployment per test: a master, one replica and three
+//! sentinels (quorum 2), each a real process on a free loopback port.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::FromRedisValue;
+
+use crate::RedisServer;
+
+/// The name the sentinels monitor the master under.
+pub const MASTER_NAME: &str = "mymaster";
+/// How long the sentinels wait for an unanswered `PING` before they call
+/// a server down: short, so a failover after a crash takes seconds.
+pub const DOWN_AFTER: Duration = Duration::from_millis(1000);
+/// Longest a bring-up or a failover may take before the test fails.
+const SETTLE_LIMIT: Duration = Duration::from_secs(20);
+/// Sleep between two looks at the deployment's state.
+const POLL: Duration = Duration::from_millis(50);
+/// Read/write timeout of one command to any of the processes.
+const CMD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Master + replica + three sentinels. Dropping it kills every process.
+///
+/// Start it from the test's own thread (like [`RedisServer`]): the
+/// processes die with the thread that spawned them.
+#[derive(Debug)]
+pub struct SentinelSetup {
+    /// The server that was the master at start-up.
+    pub master: RedisServer,
+    /// The server that was the replica at start-up.
+    pub replica: RedisServer,
+    sentinels: Vec<RedisServer>,
+}
+
+impl SentinelSetup {
+    /// Starts the five processes and returns once the replica is in sync
+    /// and every sentinel knows the master, the replica and the two other
+    /// sentinels, so a failover can start at once.
+    ///
+    /// # Panics
+    ///
+    /// If a process does not start, or the deployment does not settle
+    /// within 20 s.
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let replica =
+            RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+        let config = format!(
+            "sentinel resolve-hostnames no\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+             sentinel down-after-milliseconds {MASTER_NAME} {}\n\
+             sentinel failover-timeout {MASTER_NAME} 5000\n",
+            master.port(),
+            DOWN_AFTER.as_millis()
+        );
+        let sentinels = (0..3)
+            .map(|_| RedisServer::start_with_config(&config, &["--sentinel"]))
+            .collect();
+        let setup = Self {
+            master,
+            replica,
+            sentinels,
+        };
+        setup.wait_until(
+            "the replica is in sync and the sentinels know everyone",
+            || setup.settled(),
+        );
+        setup
+    }
+
+    /// `redis+sentinel://127.0.0.1:<s1>,127.0.0.1:<s2>,127.0.0.1:<s3>/mymaster`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|sentinel| format!("127.0.0.1:{}", sentinel.port()))
+            .collect();
+        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The sentinel processes.
+    pub fn sentinels(&self) -> &[RedisServer] {
+        &self.sentinels
+    }
+
+    /// The master's port as the first sentinel reports it.
+    ///
+    /// # Panics
+    ///
+    /// If that sentinel does not answer.
+    pub fn master_port(&self) -> u16 {
+        master_port_by(&self.sentinels[0]).unwrap_or_else(|e| {
+            panic!(
+                "asking sentinel {} for the master: {e}",
+                self.sentinels[0].port()
+            )
+        })
+    }
+
+    /// Of [`SentinelSetup::master`] and [`SentinelSetup::replica`], the one
+    /// the sentinels name as the master now.
+    pub fn current_master(&self) -> &RedisServer {
+        self.server_on(self.master_port())
+    }
+
+    /// Of the two data servers, the one the sentinels do not name.
+    pub fn current_replica(&self) -> &RedisServer {
+        let master = self.master_port();
+        if self.master.port() == master {
+            &self.replica
+        } else {
+            &self.master
+        }
+    }
+
+    /// Has the sentinels fail over by hand (`SENTINEL FAILOVER`), and
+    /// returns once every sentinel names the other server and it reports
+    /// itself master.
+    ///
+    /// # Panics
+    ///
+    /// If the sentinel refuses, or the failover does not finish within 20 s.
+    pub fn force_failover(&self) {
+        self.force_failover_via(&[0, 1, 2]);
+    }
+
+    /// Like [`SentinelSetup::force_failover`], through the sentinels at
+    /// `asked` (indexes into [`SentinelSetup::sentinels`]): the first one
+    /// runs the failover, and all of them must name the new master. The
+    /// others may be paused or dead.
+    ///
+    /// # Panics
+    ///
+    /// Same as [`SentinelSetup::force_failover`].
+    pub fn force_failover_via(&self, asked: &[usize]) {
+        let first = &self.sentinels[asked[0]];
+        let from = master_port_by(first)
+            .unwrap_or_else(|e| panic!("asking sentinel {} for the master: {e}", first.port()));
+        let to = if self.master.port() == from {
+            self.replica.port()
+        } else {
+            self.master.port()
+        };
+        let reply = query::<String>(first, &["SENTINEL", "FAILOVER", MASTER_NAME]);
+        assert!(
+            matches!(reply.as_deref(), Ok("OK")),
+            "SENTINEL FAILOVER refused: {reply:?}"
+        );
+        self.wait_for_master_among(to, asked);
+    }
+
+    /// Returns once every sentinel names the server on `port` as the
+    /// master and that server reports the master role.
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 20 s.
+    pub fn wait_for_master(&self, port: u16) {
+        self.wait_for_master_among(port, &[0, 1, 2]);
+    }
+
+    fn wait_for_master_among(&self, port: u16, asked: &[usize]) {
+        self.wait_until(&format!("the sentinels name {port} as the master"), || {
+            asked.iter().all(|&index| {
+                master_port_by(&self.sentinels[index]).is_ok_and(|named| named == port)
+            }) && role_of(self.server_on(port)).is_some_and(|role| role == "master")
+        });
+    }
+
+    /// Returns once the server the sentinels do not name replicates from
+    /// the one they name, in sync: after a failover the old master is
+    /// turned into a replica only some seconds later (Sentinel waits before
+    /// it reconfigures a server that still calls itself master).
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 20 s.
+    pub fn wait_until_replicated(&self) {
+        self.wait_until("the replica streams from the current master", || {
+            let Ok(master) = master_port_by(&self.sentinels[0]) else {
+                return false;
+            };
+            let replica = if self.master.port() == master {
+                &self.replica
+            } else {
+                &self.master
+            };
+            query::<String>(replica, &["INFO", "replication"]).is_ok_and(|info| {
+                info.lines()
+                    .any(|l| l.trim_end() == "master_link_status:up")
+                    && info
+                        .lines()
+                        .any(|l| l.trim_end() == format!("master_port:{master}"))
+            })
+        });
+    }
+
+    /// Cuts the replication link: the current replica drops its link and
+    /// cannot log in again (it now authenticates as a user that does not
+    /// exist), so later writes on the master never reach it, while both
+    /// processes keep running and answering the sentinels. Returns once
+    /// the master reports no replica connected.
+    ///
+    /// (`SIGSTOP` on the replica does not do this: the master's writes
+    /// wait in the stopped replica's socket buffer and are applied the
+    /// moment it resumes, even if the master died meanwhile.)
+    ///
+    /// # Panics
+    ///
+    /// If a command fails or the link is still up after 20 s.
+    pub fn cut_replication(&self) {
+        let replica = self.current_replica();
+        for args in [
+            ["CONFIG", "SET", "masteruser", "no-such-user"],
+            ["CONFIG", "SET", "masterauth", "no-such-password"],
+        ] {
+            let reply = query::<String>(replica, &args);
+            assert!(matches!(reply.as_deref(), Ok("OK")), "{args:?}: {reply:?}");
+        }
+        query::<i64>(replica, &["CLIENT", "KILL", "TYPE", "master"])
+            .unwrap_or_else(|e| panic!("killing the replica's master link: {e}"));
+        let master = self.current_master();
+        self.wait_until("the master has no replica connected", || {
+            query::<String>(master, &["INFO", "replication"])
+                .is_ok_and(|info| info.lines().any(|l| l.trim_end() == "connected_slaves:0"))
+        });
+    }
+
+    fn server_on(&self, port: u16) -> &RedisServer {
+        if self.master.port() == port {
+            &self.master
+        } else if self.replica.port() == port {
+            &self.replica
+        } else {
+            panic!("the sentinels name {port}, which is neither data server")
+        }
+    }
+
+    /// The replica streams from the master, and each sentinel sees a
+    /// healthy master with one healthy replica and two other sentinels.
+    fn settled(&self) -> bool {
+        let in_sync = query::<String>(&self.replica, &["INFO", "replication"]).is_ok_and(|info| {
+            info.lines()
+                .any(|l| l.trim_end() == "master_link_status:up")
+        });
+        in_sync
+            && self.sentinels.iter().all(|sentinel| {
+                let master = query::<std::collections::HashMap<String, String>>(
+                    sentinel,
+                    &["SENTINEL", "MASTER", MASTER_NAME],
+                );
+                let replicas = query::<Vec<std::collections::HashMap<String, String>>>(
+                    sentinel,
+                    &["SENTINEL", "REPLICAS", MASTER_NAME],
+                );
+                master.is_ok_and(|m| {
+                    field(&m, "flags") == "master"
+                        && field(&m, "num-other-sentinels") == "2"
+                        && field(&m, "port") == self.master.port().to_string()
+                }) && replicas.is_ok_and(|r| {
+                    r.len() == 1
+                        && field(&r[0], "flags") == "slave"
+                        && field(&r[0], "master-link-status") == "ok"
+                })
+            })
+    }
+
+    /// Polls `done` until it holds; panics after [`SETTLE_LIMIT`].
+    fn wait_until(&self, what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "after {SETTLE_LIMIT:?}, still not true: {what}"
+            );
+            thread::sleep(POLL);
+        }
+    }
+}
+
+/// The master's port as `sentinel` reports it.
+fn master_port_by(sentinel: &RedisServer) -> redis::RedisResult<u16> {
+    let (_host, port) = query::<(String, u16)>(
+        sentinel,
+        &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+    )?;
+    Ok(port)
+}
+
+/// `master` or `slave`, from `ROLE`; None if the server does not answer.
+fn role_of(server: &RedisServer) -> Option<String> {
+    let role = query::<redis::Value>(server, &["ROLE"]).ok()?;
+    match role {
+        redis::Value::Array(items) => items
+            .into_iter()
+            .next()
+            .and_then(|first| String::from_redis_value(first).ok()),
+        _ => None,
+    }
+}
+
+fn field<'a>(map: &'a std::collections::HashMap<String, String>, name: &str) -> &'a str {
+    map.get(name).map_or("", String::as_str)
+}
+
+/// One command with timeouts on a fresh connection: a stopped or dead
+/// process gives an error, never a hang.
+fn query<T: FromRedisValue>(server: &RedisServer, args: &[&str]) -> redis::RedisResult<T> {
+    let client = redis::Client::open(server.url())?;
+    let mut connection = client.get_connection_with_timeout(CMD_TIMEOUT)?;
+    connection.set_read_timeout(Some(CMD_TIMEOUT))?;
+    connection.set_write_timeout(Some(CMD_TIMEOUT))?;
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(&mut connection)
+}

@@ -1,0 +1,445 @@
+//! Locks behind Sentinel: the master is found through the sentinels and
+//! followed across failovers, and a lock whose write did not reach the new
+//! master is reported lost.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::exclusion::{CountRun, ExclusionReport, Load, hammer};
+use lock_tests::{RedisServer, SentinelSetup, SilentListener, closed_port};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
+
+async fn lockers(url: &str, count: usize) -> Vec<Locker> {
+    let mut lockers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let config = LockConfig::from_url(url).expect("sentinel URL");
+        lockers.push(
+            Locker::connect(config)
+                .await
+                .expect("connect through the sentinels"),
+        );
+    }
+    lockers
+}
+
+fn acquired(lockers: &[Locker]) -> u64 {
+    lockers.iter().map(|locker| locker.stats().acquired).sum()
+}
+
+fn integer(server: &RedisServer, args: &[&str]) -> i64 {
+    match server.cmd(args) {
+        redis::Value::Int(n) => n,
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
+        redis::Value::Nil => 0,
+        other => panic!("{args:?} answered {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_through_sentinel_exclude_each_other() {
+    let setup = SentinelSetup::start();
+    let url = setup.url();
+
+    let lockers = lockers(&url, 3).await;
+    let report = hammer(
+        &lockers,
+        &Load::new("sentinel-hammer", Duration::from_secs(3)),
+    )
+    .await;
+    println!("hammer: {report}");
+    assert!(report.entries > 0, "{report}");
+    assert_eq!(report.overlaps, 0, "{report}");
+    assert_eq!(report.fence_regressions, 0, "{report}");
+    assert_eq!(report.error_count(), 0, "{report}");
+    // The locks were taken on the master the sentinels name.
+    assert!(
+        integer(
+            setup.current_master(),
+            &["GET", "lock:{sentinel-hammer}:fence"]
+        ) > 0
+    );
+
+    let store = RedisServer::start();
+    let run = CountRun {
+        worker: WORKER,
+        lock_url: &url,
+        processes: 3,
+        tasks: 8,
+        iterations: 10,
+        extra: &[],
+        limit: Duration::from_secs(60),
+    };
+    let count = tokio::task::block_in_place(|| run.run(&store));
+    assert_eq!(count, run.expected());
+
+    // A master name the sentinels do not monitor is a typed error.
+    let unknown = url.replace("/mymaster", "/no-such-master");
+    let err = Locker::connect(LockConfig::from_url(&unknown).unwrap())
+        .await
+        .expect_err("no such master");
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+}
+
+/// Runs `load` on `lockers` while the sentinels fail over by hand; then,
+/// once the old master replicates from the new one, a second short run
+/// must enter on the new master without errors. Returns both reports.
+async fn hammer_through_failover(
+    setup: Arc<SentinelSetup>,
+    lockers: &[Locker],
+    load: Load,
+) -> (ExclusionReport, ExclusionReport) {
+    let run = {
+        let (lockers, load) = (lockers.to_vec(), load.clone());
+        tokio::spawn(async move { hammer(&lockers, &load).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(acquired(lockers) > 0, "no acquisition before the failover");
+    let took = {
+        let setup = setup.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            setup.force_failover();
+            started.elapsed()
+        })
+        .await
+        .expect("failover")
+    };
+    let during = tokio::time::timeout(Duration::from_secs(40), run)
+        .await
+        .expect("the hammer ends within its bound")
+        .expect("hammer task");
+    println!("failover took {took:?}; through it: {during}");
+
+    let rejoined = {
+        let setup = setup.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            setup.wait_until_replicated();
+            started.elapsed()
+        })
+        .await
+        .expect("replication")
+    };
+    let fence_key = format!("lock:{{{}}}:fence", load.key);
+    let fence_before = integer(setup.current_master(), &["GET", &fence_key]);
+    let mut after_load = load.clone();
+    after_load.until = Instant::now() + Duration::from_secs(2);
+    // A healthy deployment again: a waiter outlasts any queue of 12 tasks.
+    after_load.wait = Duration::from_secs(10);
+    let listening = {
+        let setup = setup.clone();
+        let channel = format!("lock:{{{}}}:released", load.key);
+        tokio::task::spawn_blocking(move || subscribed_on_master(&setup, &channel))
+    };
+    let after = hammer(lockers, &after_load).await;
+    assert!(
+        listening.await.expect("pubsub probe"),
+        "no release listener subscribed on the new master"
+    );
+    let fence_after = integer(setup.current_master(), &["GET", &fence_key]);
+    println!(
+        "old master in sync again {rejoined:?} later; then: {after}; \
+         fence on the new master {fence_before} -> {fence_after}"
+    );
+    assert!(after.entries > 0, "no entry after the failover: {after}");
+    assert_eq!(after.overlaps, 0, "{after}");
+    assert_eq!(after.fence_regressions, 0, "{after}");
+    assert_eq!(after.error_count(), 0, "{after}");
+    assert!(
+        fence_after >= fence_before + after.entries as i64,
+        "the entries after the failover were not all on the new master: {after}"
+    );
+    (during, after)
+}
+
+/// Whether, within 2 s, some locker's release listener is subscribed to
+/// `channel` on the master the sentinels name.
+fn subscribed_on_master(setup: &SentinelSetup, channel: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let reply = setup.current_master().cmd(&["PUBSUB", "NUMSUB", channel]);
+        if let redis::Value::Array(items) = reply
+            && matches!(items.get(1), Some(redis::Value::Int(n)) if *n > 0)
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn failover_load(key: &str) -> Load {
+    let mut load = Load::new(key, Duration::from_secs(5));
+    // Bounds how long the run outlasts `until` while no lock can be had.
+    load.wait = Duration::from_secs(3);
+    load
+}
+
+/// With `WAIT 1` on the only replica, every counted acquisition is on the
+/// replica before the holder enters, and once the replica is promoted it
+/// acknowledges nothing on the old master: the new master holds every
+/// live lock, and nobody can take one there while its holder is inside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_failover_under_load_keeps_exclusion_with_wait() {
+    let setup = Arc::new(SentinelSetup::start());
+    let lockers = lockers(&setup.url(), 3).await;
+    let mut load = failover_load("failover-wait");
+    load.replicas = Some((1, Duration::from_millis(500)));
+
+    let (during, _) = hammer_through_failover(setup, &lockers, load).await;
+    assert_eq!(during.overlaps, 0, "{during}");
+    assert_eq!(during.fence_regressions, 0, "{during}");
+    // Until the old master replicates from the new one, no master has a
+    // replica to acknowledge `WAIT 1`: acquisitions are released again
+    // (NotReplicated), waiters behind them may run out of time (Timeout),
+    // and calls that meet the switch fail (Redis). Nothing else.
+    let unexpected: Vec<_> = during
+        .errors
+        .keys()
+        .filter(|kind| !matches!(kind.as_str(), "NotReplicated" | "Timeout" | "Redis"))
+        .collect();
+    assert!(unexpected.is_empty(), "unexpected errors: {during}");
+}
+
+/// The same without `WAIT`: the locker follows the failover, but
+/// exclusion and fencing through it are reported, not asserted: an
+/// acquisition the replica had not received when it was promoted, or one
+/// made on the old master before this locker moved, is unknown to the new
+/// master, and the new master's fence counter misses the increments made
+/// on the old one meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_failover_under_load_without_wait_is_followed() {
+    let setup = Arc::new(SentinelSetup::start());
+    let lockers = lockers(&setup.url(), 3).await;
+    let (during, _) =
+        hammer_through_failover(setup, &lockers, failover_load("failover-nowait")).await;
+    println!(
+        "without WAIT, through the failover: overlaps={} fence_regressions={} errors={:?}",
+        during.overlaps, during.fence_regressions, during.errors
+    );
+}
+
+/// A lock written on the master after replication was cut is gone after
+/// the failover: its holder is told at once by the first renewal on the new
+/// master (well before its lease would run out), and the key is free there.
+/// A lock taken while replication was healthy survives, renewed on the new
+/// master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_missing_on_the_new_master_is_reported_lost() {
+    let mut setup = SentinelSetup::start();
+    let url = setup.url();
+    let locker = Locker::connect(LockConfig::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(20);
+
+    let healthy = locker
+        .lock("healthy")
+        .ttl(ttl)
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .acquire()
+        .await
+        .expect("healthy lock");
+    assert_eq!(integer(&setup.replica, &["EXISTS", "lock:{healthy}"]), 1);
+
+    tokio::task::block_in_place(|| setup.cut_replication());
+    let acquired_at = Instant::now();
+    let fragile = locker
+        .lock("fragile")
+        .ttl(ttl)
+        .acquire()
+        .await
+        .expect("fragile lock");
+    assert_eq!(
+        integer(&setup.replica, &["EXISTS", "lock:{fragile}"]),
+        0,
+        "the cut replica must not have the lock"
+    );
+
+    let promoted = setup.replica.port();
+    tokio::task::block_in_place(|| {
+        setup.master.kill();
+        setup.wait_for_master(promoted);
+    });
+    println!(
+        "failover done {:?} after the acquisition",
+        acquired_at.elapsed()
+    );
+    let new_master = &setup.replica;
+    let expiry_at_failover = integer(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+    assert!(
+        expiry_at_failover > 0,
+        "the healthy lock reached the new master"
+    );
+
+    tokio::time::timeout(Duration::from_secs(15), fragile.lost())
+        .await
+        .expect("the lost lock is reported");
+    let told_after = acquired_at.elapsed();
+    println!("fragile lock reported lost {told_after:?} after its acquisition");
+    assert!(!fragile.is_held());
+    // Its lease (20 s) was far from over: the renewal found it gone.
+    assert!(told_after < Duration::from_secs(16), "{told_after:?}");
+
+    let other = Locker::connect(LockConfig::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let taken = other
+        .lock("fragile")
+        .try_acquire()
+        .await
+        .expect("try_acquire on the new master");
+    assert!(
+        taken.is_some(),
+        "the lost lock's key is free on the new master"
+    );
+
+    // The healthy lock is renewed on the new master: its expiry (absolute,
+    // PEXPIRETIME) moves forward there.
+    let deadline = Instant::now() + Duration::from_secs(12);
+    loop {
+        let expiry = integer(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+        if expiry > expiry_at_failover + 1000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the healthy lock was not renewed on the new master (expiry {expiry})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(healthy.is_held());
+    assert!(healthy.release().await.expect("release on the new master"));
+}
+
+/// A master demoted to a replica while this locker still talks to it
+/// answers READONLY; the locker asks the sentinels, moves to the new
+/// master and sends the refused acquire there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
+    let setup = SentinelSetup::start();
+    let locker = Locker::connect(LockConfig::from_url(&setup.url()).unwrap())
+        .await
+        .unwrap();
+    // The locker also asks the sentinels every second on its own; the
+    // switch below takes a few milliseconds, well inside that second.
+    let connected = Instant::now();
+    let new_port = setup.replica.port().to_string();
+    tokio::task::block_in_place(|| {
+        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
+        setup.master.cmd(&["REPLICAOF", "127.0.0.1", &new_port]);
+        for sentinel in setup.sentinels() {
+            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
+            sentinel.cmd(&[
+                "SENTINEL",
+                "MONITOR",
+                "mymaster",
+                "127.0.0.1",
+                &new_port,
+                "2",
+            ]);
+        }
+    });
+    let guard = locker
+        .lock("moved")
+        .ttl(Duration::from_secs(10))
+        .acquire()
+        .await
+        .expect("the acquire is sent again to the new master");
+    let switched_in = connected.elapsed();
+    println!("switched and acquired {switched_in:?} after connecting");
+    assert!(
+        switched_in < Duration::from_millis(900),
+        "too slow to come before the periodic re-check: {switched_in:?}"
+    );
+    let errors = match setup.master.cmd(&["INFO", "errorstats"]) {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO errorstats answered {other:?}"),
+    };
+    assert!(
+        errors.contains("errorstat_READONLY:count=1"),
+        "the first try did not meet the demoted master: {errors}"
+    );
+    assert_eq!(integer(&setup.replica, &["EXISTS", "lock:{moved}"]), 1);
+    assert!(guard.release().await.expect("release on the new master"));
+}
+
+/// The first sentinel of the list freezes, then the others fail over:
+/// each lookup waits for the frozen one only up to the connect timeout and
+/// then takes the next sentinel's answer, so the locker still follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_sentinel_does_not_stop_the_locker_following() {
+    let setup = SentinelSetup::start();
+    let config = LockConfig::from_url(&setup.url())
+        .unwrap()
+        .connect_timeout(Duration::from_millis(500));
+    let locker = Locker::connect(config).await.unwrap();
+    tokio::task::block_in_place(|| {
+        setup.sentinels()[0].pause();
+        setup.force_failover_via(&[1, 2]);
+    });
+    // The old master goes on accepting writes for seconds after a forced
+    // failover: only a lookup moves the locker to the new one.
+    let failed_over = Instant::now();
+    let new_master = &setup.replica;
+    loop {
+        let guard = locker
+            .lock("probe")
+            .ttl(Duration::from_secs(2))
+            .acquire()
+            .await;
+        if let Ok(guard) = guard {
+            let _ = guard.release().await;
+        }
+        if integer(new_master, &["GET", "lock:{probe}:fence"]) > 0 {
+            break;
+        }
+        assert!(
+            failed_over.elapsed() < Duration::from_secs(10),
+            "the locker never moved to the new master"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "moved to the new master {:?} after the failover",
+        failed_over.elapsed()
+    );
+    setup.sentinels()[0].resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_sentinels_fail_connect_within_the_timeout() {
+    let timeout = Duration::from_millis(800);
+    let silent = SilentListener::start();
+    for (what, hosts) in [
+        (
+            "closed ports",
+            format!("127.0.0.1:{},127.0.0.1:{}", closed_port(), closed_port()),
+        ),
+        (
+            "a sentinel that never answers",
+            format!("127.0.0.1:{}", silent.port()),
+        ),
+    ] {
+        let config = LockConfig::from_url(&format!("redis+sentinel://{hosts}/mymaster"))
+            .unwrap()
+            .connect_timeout(timeout);
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(timeout * 3, Locker::connect(config))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: connect hung"));
+        let took = started.elapsed();
+        println!("{what}: failed after {took:?}");
+        assert!(
+            matches!(outcome, Err(LockError::Redis(_))),
+            "{what}: {outcome:?}"
+        );
+        assert!(
+            took < timeout + Duration::from_millis(300),
+            "{what}: {took:?}"
+        );
+    }
+}
