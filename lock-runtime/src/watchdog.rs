@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -76,6 +76,9 @@ impl Watchdog {
             wake: Notify::new(),
             shutdown: AtomicBool::new(false),
         });
+        if let Some(moves) = backend.moves() {
+            tokio::spawn(renew_all_on_move(moves, Arc::downgrade(&shared)));
+        }
         tokio::spawn(run(backend, counters, shared.clone()));
         Self {
             _alive: Arc::new(Alive(shared.clone())),
@@ -168,6 +171,20 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
     }
 }
 
+/// After the locks moved to another server, renews every lease there at
+/// once: a lease whose key did not reach the new server is then reported
+/// lost now, not at its next scheduled renewal (up to ttl/3 later), while
+/// someone else may already hold it.
+async fn renew_all_on_move(mut moves: tokio::sync::watch::Receiver<u64>, shared: Weak<Shared>) {
+    while moves.changed().await.is_ok() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        shared.schedule().all_due(Instant::now());
+        shared.wake.notify_one();
+    }
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -230,6 +247,22 @@ impl Schedule {
                 self.renewals.remove(&(due, id));
             }
             self.expiries.remove(&(watched.valid_until, id));
+        }
+    }
+
+    /// Makes every renewing lease due at `now` (fixed leases and those with
+    /// a renewal in flight are left as they are).
+    fn all_due(&mut self, now: Instant) {
+        let Self {
+            watched, renewals, ..
+        } = self;
+        for (&id, watched) in watched.iter_mut() {
+            if let Some(due) = watched.due.replace(now) {
+                renewals.remove(&(due, id));
+                renewals.insert((now, id));
+            } else {
+                watched.due = None;
+            }
         }
     }
 

@@ -233,7 +233,9 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
     let locker = Locker::connect(LockConfig::from_url(&url).unwrap())
         .await
         .unwrap();
-    let ttl = Duration::from_secs(20);
+    // Renewals every 10 s: a loss found by the schedule alone would come
+    // ~7 s after the failover; the watchdog renews at once on a new master.
+    let ttl = Duration::from_secs(30);
 
     let healthy = locker
         .lock("healthy")
@@ -263,6 +265,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         setup.master.kill();
         setup.wait_for_master(promoted);
     });
+    let failover_done = Instant::now();
     println!(
         "failover done {:?} after the acquisition",
         acquired_at.elapsed()
@@ -277,11 +280,12 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
     tokio::time::timeout(Duration::from_secs(15), fragile.lost())
         .await
         .expect("the lost lock is reported");
-    let told_after = acquired_at.elapsed();
-    println!("fragile lock reported lost {told_after:?} after its acquisition");
+    let told_after = failover_done.elapsed();
+    println!("fragile lock reported lost {told_after:?} after the failover");
     assert!(!fragile.is_held());
-    // Its lease (20 s) was far from over: the renewal found it gone.
-    assert!(told_after < Duration::from_secs(16), "{told_after:?}");
+    // Found by the renewal the switch triggered (the locker follows the
+    // sentinels within about a second), not at the next scheduled one.
+    assert!(told_after < Duration::from_secs(5), "{told_after:?}");
 
     let other = Locker::connect(LockConfig::from_url(&url).unwrap())
         .await

@@ -157,4 +157,15 @@ impl Backend {
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
         dispatch!(self, backend => backend.release_feed())
     }
+
+    /// Tells when the locks moved to another server (a Sentinel failover),
+    /// so that the watchdog renews every lease on it at once; None for
+    /// topologies whose locks never move as a whole.
+    pub(crate) fn moves(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match self {
+            #[cfg(feature = "sentinel")]
+            Backend::Sentinel(backend) => Some(backend.moves()),
+            _ => None,
+        }
+    }
 }

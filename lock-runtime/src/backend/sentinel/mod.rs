@@ -17,8 +17,9 @@
 //! lookup it caused found a new master: every script is idempotent for
 //! its owner token, and the refused run wrote nothing. Renewals meet the
 //! new master's data: a lock whose write never reached it is answered 0
-//! at its next renewal (at most ttl/3 after the switch), and the watchdog
-//! reports it lost then, well before its lease would have run out.
+//! at once: every swap is announced ([`SentinelBackend::moves`]) and the
+//! watchdog then renews every lease on the new master without waiting for
+//! its schedule, reporting lost the ones that are not there.
 //!
 //! The sentinels are asked in the order configured, and the first one
 //! naming a server that confirms with `ROLE` that it is a master wins;
@@ -61,6 +62,8 @@ struct Shared {
     config: LockConfig,
     /// Longest a caller waits for a lookup and the connections it opens.
     follow_bound: Duration,
+    /// The generation in use, announced on every swap.
+    moved: tokio::sync::watch::Sender<u64>,
 }
 
 /// The master in use, and the connections to it.
@@ -97,6 +100,7 @@ impl SentinelBackend {
             config: config.clone(),
             // A lookup, then the connections to a new master.
             follow_bound: config.connect_timeout * 2,
+            moved: tokio::sync::watch::Sender::new(0),
         });
         tokio::spawn(recheck(Arc::downgrade(&shared)));
         Ok(Self { shared })
@@ -106,6 +110,11 @@ impl SentinelBackend {
     /// since each gets a pool of the same size.
     pub(crate) fn pick(&self) -> usize {
         self.shared.master().backend.pick()
+    }
+
+    /// Announces each swap to a new master (its generation).
+    pub(crate) fn moves(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.moved.subscribe()
     }
 
     /// Release messages: subscribed on the master the sentinels name at
@@ -248,6 +257,7 @@ impl Shared {
             generation: current.generation + 1,
         });
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        self.moved.send_replace(next.generation);
         next
     }
 }
