@@ -62,13 +62,15 @@ async fn locks_through_sentinel_exclude_each_other() {
     );
 
     let store = RedisServer::start();
+    // Through `#[distributed_lock]` on the global locker: the attribute is
+    // the same on every topology, only the URL differs.
     let run = CountRun {
         worker: WORKER,
         lock_url: &url,
         processes: 3,
         tasks: 8,
         iterations: 10,
-        extra: &[],
+        extra: &["--attribute"],
         limit: Duration::from_secs(60),
     };
     let count = tokio::task::block_in_place(|| run.run(&store));
