@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
+use super::sessions::{Inbox, Session, SessionEnd, serve};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 
@@ -44,16 +45,13 @@ impl ReleaseListener {
         let (commands, inbox) = mpsc::unbounded_channel();
         match feed {
             ReleaseFeed::PubSub(source) => {
-                tokio::spawn(run(source, timeouts, waiters.clone(), inbox));
+                let sessions = PlainSessions { source, timeouts };
+                tokio::spawn(serve(sessions, waiters.clone(), inbox));
             }
             #[cfg(feature = "cluster")]
             ReleaseFeed::Sharded(client) => {
-                tokio::spawn(super::sharded::run(
-                    client,
-                    timeouts,
-                    waiters.clone(),
-                    inbox,
-                ));
+                let sessions = super::sharded::ShardedSessions::new(client, timeouts);
+                tokio::spawn(serve(sessions, waiters.clone(), inbox));
             }
         }
         Self { waiters, commands }
@@ -80,70 +78,26 @@ impl ReleaseListener {
     }
 }
 
-/// Pause before the first reconnect after a failure; doubles up to
-/// [`MAX_PAUSE`] while failures go on.
-pub(super) const MIN_PAUSE: Duration = Duration::from_millis(50);
-pub(super) const MAX_PAUSE: Duration = Duration::from_secs(2);
-/// A session that lasted this long counts as healthy: the next reconnect
-/// starts again from [`MIN_PAUSE`].
-pub(super) const HEALTHY_SESSION: Duration = Duration::from_secs(1);
-
-/// How a pub/sub session ended.
-enum SessionEnd {
-    /// Every locker handle is gone: the task ends.
-    Shutdown,
-    /// Connection or command failed; try again after a pause.
-    Failed,
-    /// The server refuses SUBSCRIBE (ACL): waiters rely on their timers.
-    NotPermitted,
-}
-
-async fn run(
+/// Plain pub/sub sessions, each on the server the source names at the time.
+struct PlainSessions {
     source: ClientSource,
     timeouts: Timeouts,
-    waiters: Waiters,
-    mut inbox: mpsc::UnboundedReceiver<Command>,
-) {
-    let mut pause = MIN_PAUSE;
-    loop {
-        // Idle until someone waits: a process that never contends never
-        // opens the pub/sub connection.
-        let mut pending = Vec::new();
-        if waiters.is_empty() {
-            match inbox.recv().await {
-                Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
-                Some(Command::Unsubscribe { .. }) => continue,
-                None => return,
-            }
-        }
-        let started = std::time::Instant::now();
-        let end = match tokio::time::timeout(timeouts.connect, source.next()).await {
-            Ok(Ok(client)) => session(&client, timeouts, &waiters, &mut inbox, pending).await,
+}
+
+impl Session for PlainSessions {
+    const COMMAND: &'static str = "SUBSCRIBE";
+
+    async fn run(
+        &mut self,
+        waiters: &Waiters,
+        inbox: &mut Inbox,
+        pending: Vec<oneshot::Sender<bool>>,
+    ) -> SessionEnd {
+        match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
+            Ok(Ok(client)) => session(&client, self.timeouts, waiters, inbox, pending).await,
             // No server to subscribe on right now (a failover in progress):
             // dropping `pending` lets those waiters go on their timers.
             Ok(Err(_)) | Err(_) => SessionEnd::Failed,
-        };
-        // Anything published while we were not listening was missed.
-        waiters.wake_all();
-        match end {
-            SessionEnd::Shutdown => return,
-            SessionEnd::NotPermitted => {
-                tracing::warn!(
-                    "the Redis user may not SUBSCRIBE; waiters fall back to backoff polling"
-                );
-                refuse_all(&mut inbox).await;
-                return;
-            }
-            SessionEnd::Failed => {
-                if started.elapsed() >= HEALTHY_SESSION {
-                    pause = MIN_PAUSE;
-                }
-                tracing::debug!(?pause, "release listener lost its connection; reconnecting");
-                if sleep_draining(&mut inbox, pause).await.is_err() {
-                    return;
-                }
-                pause = pause.saturating_mul(2).min(MAX_PAUSE);
-            }
         }
     }
 }
@@ -154,7 +108,7 @@ async fn session(
     client: &redis::Client,
     timeouts: Timeouts,
     waiters: &Waiters,
-    inbox: &mut mpsc::UnboundedReceiver<Command>,
+    inbox: &mut Inbox,
     pending: Vec<oneshot::Sender<bool>>,
 ) -> SessionEnd {
     // Dropping `pending` on failure unblocks those waiters, unconfirmed.
@@ -209,12 +163,6 @@ async fn session(
     }
 }
 
-/// After SUBSCRIBE was refused for good: answer every request at once,
-/// unconfirmed, until the locker is dropped.
-pub(super) async fn refuse_all(inbox: &mut mpsc::UnboundedReceiver<Command>) {
-    while inbox.recv().await.is_some() {}
-}
-
 /// Runs one pub/sub command within `limit`; on failure, says how the
 /// session ends (the caller then drops the connection).
 async fn bounded(
@@ -225,25 +173,5 @@ async fn bounded(
         Ok(Ok(())) => Ok(()),
         Ok(Err(err)) if err.code() == Some("NOPERM") => Err(SessionEnd::NotPermitted),
         Ok(Err(_)) | Err(_) => Err(SessionEnd::Failed),
-    }
-}
-
-/// Sleeps for `pause`, turning away subscription requests meanwhile (their
-/// waiters rely on their timers until the listener is back).
-pub(super) async fn sleep_draining(
-    inbox: &mut mpsc::UnboundedReceiver<Command>,
-    pause: Duration,
-) -> Result<(), ()> {
-    let sleep = tokio::time::sleep(pause);
-    tokio::pin!(sleep);
-    loop {
-        tokio::select! {
-            () = &mut sleep => return Ok(()),
-            command = inbox.recv() => match command {
-                Some(Command::Subscribe { confirmed, .. }) => drop(confirmed),
-                Some(Command::Unsubscribe { .. }) => {}
-                None => return Err(()),
-            },
-        }
     }
 }

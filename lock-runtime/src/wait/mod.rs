@@ -7,12 +7,15 @@
 //!
 //! - [`listener`]: the one pub/sub connection per locker, (re)subscribed to
 //!   exactly the channels someone waits on.
+//! - [`sessions`]: the listener's life, one connection after another.
+//! - `sharded`: its sessions on a Redis Cluster (sharded pub/sub).
 //! - [`waiters`]: who waits on which channel, and whom a release wakes: the
 //!   longest waiter only, so a release costs one retry, not one per waiter.
 //! - [`backoff`]: the timer of last resort.
 
 mod backoff;
 mod listener;
+mod sessions;
 #[cfg(feature = "cluster")]
 mod sharded;
 mod waiters;

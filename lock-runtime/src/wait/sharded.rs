@@ -20,70 +20,39 @@
 //! which matches the release script's fallback to `PUBLISH`.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot};
 
-use super::listener::{
-    Command, HEALTHY_SESSION, MAX_PAUSE, MIN_PAUSE, Timeouts, refuse_all, sleep_draining,
-};
+use super::listener::{Command, Timeouts};
+use super::sessions::{Inbox, Session, SessionEnd};
 use super::waiters::Waiters;
 
-/// How a session on the cluster ended.
-enum SessionEnd {
-    /// Every locker handle is gone: the task ends.
-    Shutdown,
-    /// Connecting or a subscription command failed; try again after a pause.
-    Failed,
-    /// The server refuses subscriptions (ACL): waiters rely on their timers.
-    NotPermitted,
-}
-
-/// The listener task: idle until someone waits, then one session after
-/// another, with a growing pause between failed ones.
-pub(super) async fn run(
+/// Sharded pub/sub sessions on one cluster.
+pub(super) struct ShardedSessions {
     client: ClusterClient,
     timeouts: Timeouts,
-    waiters: Waiters,
-    mut inbox: mpsc::UnboundedReceiver<Command>,
-) {
-    let mut pause = MIN_PAUSE;
-    loop {
-        let mut pending = Vec::new();
-        if waiters.is_empty() {
-            match inbox.recv().await {
-                Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
-                Some(Command::Unsubscribe { .. }) => continue,
-                None => return,
-            }
-        }
-        let started = Instant::now();
-        let end = session(&client, timeouts, &waiters, &mut inbox, pending).await;
-        // Anything published while we were not listening was missed.
-        waiters.wake_all();
-        match end {
-            SessionEnd::Shutdown => return,
-            SessionEnd::NotPermitted => {
-                tracing::warn!(
-                    "the Redis user may not SSUBSCRIBE; waiters fall back to backoff polling"
-                );
-                refuse_all(&mut inbox).await;
-                return;
-            }
-            SessionEnd::Failed => {
-                if started.elapsed() >= HEALTHY_SESSION {
-                    pause = MIN_PAUSE;
-                }
-                tracing::debug!(?pause, "sharded release listener failed; reconnecting");
-                if sleep_draining(&mut inbox, pause).await.is_err() {
-                    return;
-                }
-                pause = pause.saturating_mul(2).min(MAX_PAUSE);
-            }
-        }
+}
+
+impl ShardedSessions {
+    pub(super) fn new(client: ClusterClient, timeouts: Timeouts) -> Self {
+        Self { client, timeouts }
+    }
+}
+
+impl Session for ShardedSessions {
+    const COMMAND: &'static str = "SSUBSCRIBE";
+
+    async fn run(
+        &mut self,
+        waiters: &Waiters,
+        inbox: &mut Inbox,
+        pending: Vec<oneshot::Sender<bool>>,
+    ) -> SessionEnd {
+        session(&self.client, self.timeouts, waiters, inbox, pending).await
     }
 }
 
@@ -93,7 +62,7 @@ async fn session(
     client: &ClusterClient,
     timeouts: Timeouts,
     waiters: &Waiters,
-    inbox: &mut mpsc::UnboundedReceiver<Command>,
+    inbox: &mut Inbox,
     pending: Vec<oneshot::Sender<bool>>,
 ) -> SessionEnd {
     let (push_sender, mut pushes) = mpsc::unbounded_channel::<PushInfo>();

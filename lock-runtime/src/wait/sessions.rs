@@ -1,0 +1,113 @@
+//! The life of a release listener, whatever it subscribes through: idle
+//! until someone waits, then one [`Session`] (a connection's life) after
+//! another, waking every waiter between them (a release may have gone
+//! unheard) and pausing longer after each failed one.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::listener::Command;
+use super::waiters::Waiters;
+
+/// Requests from waiters to the listener task.
+pub(super) type Inbox = mpsc::UnboundedReceiver<Command>;
+
+/// Pause before the first reconnect after a failure; doubles up to
+/// [`MAX_PAUSE`] while failures go on.
+const MIN_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+/// A session that lasted this long counts as healthy: the next reconnect
+/// starts again from [`MIN_PAUSE`].
+const HEALTHY_SESSION: Duration = Duration::from_secs(1);
+
+/// How a session ended.
+pub(super) enum SessionEnd {
+    /// Every locker handle is gone: the task ends.
+    Shutdown,
+    /// Connecting or a command failed; try again after a pause.
+    Failed,
+    /// The server refuses subscriptions (ACL): waiters rely on their timers.
+    NotPermitted,
+}
+
+/// One connection's life: subscribe to every channel `waiters` want, answer
+/// the `pending` requests (dropping them unblocks their waiters,
+/// unconfirmed), then serve the inbox and turn release messages into
+/// wake-ups until the connection fails or the locker is dropped.
+pub(super) trait Session {
+    /// The subscribe command, for logs (`SUBSCRIBE`, `SSUBSCRIBE`).
+    const COMMAND: &'static str;
+
+    async fn run(
+        &mut self,
+        waiters: &Waiters,
+        inbox: &mut Inbox,
+        pending: Vec<oneshot::Sender<bool>>,
+    ) -> SessionEnd;
+}
+
+/// The listener task: sessions of `session` until the locker is dropped.
+pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbox: Inbox) {
+    let mut pause = MIN_PAUSE;
+    loop {
+        // Idle until someone waits: a process that never contends never
+        // opens the connection.
+        let mut pending = Vec::new();
+        if waiters.is_empty() {
+            match inbox.recv().await {
+                Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
+                Some(Command::Unsubscribe { .. }) => continue,
+                None => return,
+            }
+        }
+        let started = Instant::now();
+        let end = session.run(&waiters, &mut inbox, pending).await;
+        // Anything published while we were not listening was missed.
+        waiters.wake_all();
+        match end {
+            SessionEnd::Shutdown => return,
+            SessionEnd::NotPermitted => {
+                tracing::warn!(
+                    command = S::COMMAND,
+                    "the Redis user may not subscribe; waiters fall back to backoff polling"
+                );
+                refuse_all(&mut inbox).await;
+                return;
+            }
+            SessionEnd::Failed => {
+                if started.elapsed() >= HEALTHY_SESSION {
+                    pause = MIN_PAUSE;
+                }
+                tracing::debug!(?pause, "release listener lost its connection; reconnecting");
+                if sleep_draining(&mut inbox, pause).await.is_err() {
+                    return;
+                }
+                pause = pause.saturating_mul(2).min(MAX_PAUSE);
+            }
+        }
+    }
+}
+
+/// After subscriptions were refused for good: answer every request at
+/// once, unconfirmed, until the locker is dropped.
+async fn refuse_all(inbox: &mut Inbox) {
+    while inbox.recv().await.is_some() {}
+}
+
+/// Sleeps for `pause`, turning away subscription requests meanwhile (their
+/// waiters rely on their timers until the listener is back).
+async fn sleep_draining(inbox: &mut Inbox, pause: Duration) -> Result<(), ()> {
+    let sleep = tokio::time::sleep(pause);
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            () = &mut sleep => return Ok(()),
+            command = inbox.recv() => match command {
+                Some(Command::Subscribe { confirmed, .. }) => drop(confirmed),
+                Some(Command::Unsubscribe { .. }) => {}
+                None => return Err(()),
+            },
+        }
+    }
+}
