@@ -77,11 +77,7 @@ impl CountRun<'_> {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        match store.cmd(&["GET", counter]) {
-            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
-            redis::Value::Nil => 0,
-            other => panic!("counter holds {other:?}"),
-        }
+        store.int(&["GET", counter]) as u64
     }
 }
 

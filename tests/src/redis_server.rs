@@ -281,6 +281,23 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("{args:?} on redis-server at {}: {e}", self.url()))
     }
 
+    /// Runs one command and reads its reply as a number: an integer reply,
+    /// a numeric string (`GET` of a counter), or 0 for a missing key.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::cmd`], and on any other reply.
+    pub fn int(&self, args: &[&str]) -> i64 {
+        match self.cmd(args) {
+            redis::Value::Int(n) => n,
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes)
+                .parse()
+                .unwrap_or_else(|_| panic!("{args:?} answered a non-number")),
+            redis::Value::Nil => 0,
+            other => panic!("{args:?} answered {other:?}"),
+        }
+    }
+
     /// The pid of the running child, for signalling it.
     fn running_pid(&self, action: &str) -> u32 {
         self.pid().unwrap_or_else(|| {

@@ -73,11 +73,7 @@ async fn wait_subscribed(node: &RedisServer, channel: &str) {
 fn fence_of(cluster: &RedisCluster, name: &str) -> u64 {
     let key = format!("{}:fence", lock_key(name));
     let node = &cluster.nodes()[cluster.node_for_key(&key)];
-    match node.cmd(&["GET", &key]) {
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
-        redis::Value::Nil => 0,
-        other => panic!("GET {key}: {other:?}"),
-    }
+    node.int(&["GET", &key]) as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

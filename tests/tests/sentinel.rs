@@ -28,15 +28,6 @@ fn acquired(lockers: &[Locker]) -> u64 {
     lockers.iter().map(|locker| locker.stats().acquired).sum()
 }
 
-fn integer(server: &RedisServer, args: &[&str]) -> i64 {
-    match server.cmd(args) {
-        redis::Value::Int(n) => n,
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).parse().unwrap(),
-        redis::Value::Nil => 0,
-        other => panic!("{args:?} answered {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_through_sentinel_exclude_each_other() {
     let setup = SentinelSetup::start();
@@ -55,10 +46,10 @@ async fn locks_through_sentinel_exclude_each_other() {
     assert_eq!(report.error_count(), 0, "{report}");
     // The locks were taken on the master the sentinels name.
     assert!(
-        integer(
-            setup.current_master(),
-            &["GET", "lock:{sentinel-hammer}:fence"]
-        ) > 0
+        setup
+            .current_master()
+            .int(&["GET", "lock:{sentinel-hammer}:fence"])
+            > 0
     );
 
     let store = RedisServer::start();
@@ -125,7 +116,7 @@ async fn hammer_through_failover(
         .expect("replication")
     };
     let fence_key = format!("lock:{{{}}}:fence", load.key);
-    let fence_before = integer(setup.current_master(), &["GET", &fence_key]);
+    let fence_before = setup.current_master().int(&["GET", &fence_key]);
     let mut after_load = load.clone();
     after_load.until = Instant::now() + Duration::from_secs(2);
     // A healthy deployment again: a waiter outlasts any queue of 12 tasks.
@@ -140,7 +131,7 @@ async fn hammer_through_failover(
         listening.await.expect("pubsub probe"),
         "no release listener subscribed on the new master"
     );
-    let fence_after = integer(setup.current_master(), &["GET", &fence_key]);
+    let fence_after = setup.current_master().int(&["GET", &fence_key]);
     println!(
         "old master in sync again {rejoined:?} later; then: {after}; \
          fence on the new master {fence_before} -> {fence_after}"
@@ -246,7 +237,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         .acquire()
         .await
         .expect("healthy lock");
-    assert_eq!(integer(&setup.replica, &["EXISTS", "lock:{healthy}"]), 1);
+    assert_eq!(setup.replica.int(&["EXISTS", "lock:{healthy}"]), 1);
 
     tokio::task::block_in_place(|| setup.cut_replication());
     let acquired_at = Instant::now();
@@ -257,7 +248,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         .await
         .expect("fragile lock");
     assert_eq!(
-        integer(&setup.replica, &["EXISTS", "lock:{fragile}"]),
+        setup.replica.int(&["EXISTS", "lock:{fragile}"]),
         0,
         "the cut replica must not have the lock"
     );
@@ -273,7 +264,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         acquired_at.elapsed()
     );
     let new_master = &setup.replica;
-    let expiry_at_failover = integer(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+    let expiry_at_failover = new_master.int(&["PEXPIRETIME", "lock:{healthy}"]);
     assert!(
         expiry_at_failover > 0,
         "the healthy lock reached the new master"
@@ -306,7 +297,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
     // PEXPIRETIME) moves forward there.
     let deadline = Instant::now() + Duration::from_secs(12);
     loop {
-        let expiry = integer(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+        let expiry = new_master.int(&["PEXPIRETIME", "lock:{healthy}"]);
         if expiry > expiry_at_failover + 1000 {
             break;
         }
@@ -369,7 +360,7 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
         errors.contains("errorstat_READONLY:count=1"),
         "the first try did not meet the demoted master: {errors}"
     );
-    assert_eq!(integer(&setup.replica, &["EXISTS", "lock:{moved}"]), 1);
+    assert_eq!(setup.replica.int(&["EXISTS", "lock:{moved}"]), 1);
     assert!(guard.release().await.expect("release on the new master"));
 }
 
@@ -400,7 +391,7 @@ async fn a_frozen_sentinel_does_not_stop_the_locker_following() {
         if let Ok(guard) = guard {
             let _ = guard.release().await;
         }
-        if integer(new_master, &["GET", "lock:{probe}:fence"]) > 0 {
+        if new_master.int(&["GET", "lock:{probe}:fence"]) > 0 {
             break;
         }
         assert!(

@@ -54,29 +54,10 @@ impl RedisBackend {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
-        // One more than the pool: the watchdog's own connection.
-        let connect_all = async {
-            let mut pool = Vec::with_capacity(config.pool_size + 1);
-            for _ in 0..=config.pool_size {
-                pool.push(
-                    ConnectionManager::new_with_config(client.clone(), manager_config.clone())
-                        .await?,
-                );
-            }
-            Ok::<_, redis::RedisError>(pool)
-        };
-        let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
-            Ok(pool) => pool?,
-            Err(_) => {
-                return Err(LockError::redis_timeout(
-                    "connecting to Redis",
-                    config.connect_timeout,
-                ));
-            }
-        };
-        let renewals = pool
-            .pop()
-            .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
+        let (pool, renewals) = super::open_pool(config, "connecting to Redis", || {
+            ConnectionManager::new_with_config(client.clone(), manager_config.clone())
+        })
+        .await?;
         Ok(Self {
             pool: pool.into(),
             renewals,

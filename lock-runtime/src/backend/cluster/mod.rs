@@ -79,26 +79,10 @@ impl ClusterBackend {
         let feed = builder()
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()?;
-        // One more than the pool: the watchdog's own connection.
-        let connect_all = async {
-            let mut pool = Vec::with_capacity(config.pool_size + 1);
-            for _ in 0..=config.pool_size {
-                pool.push(client.get_async_connection().await?);
-            }
-            Ok::<_, redis::RedisError>(pool)
-        };
-        let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
-            Ok(pool) => pool?,
-            Err(_) => {
-                return Err(LockError::redis_timeout(
-                    "connecting to the Redis Cluster",
-                    config.connect_timeout,
-                ));
-            }
-        };
-        let renewals = pool
-            .pop()
-            .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
+        let (pool, renewals) = super::open_pool(config, "connecting to the Redis Cluster", || {
+            client.get_async_connection()
+        })
+        .await?;
         Ok(Self {
             pool: pool.into(),
             renewals,
