@@ -24,6 +24,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The same code runs on one server, a Redis Cluster (feature `cluster`),
+//! a master followed through Sentinel (feature `sentinel`) or Redlock over
+//! independent masters: the URL picks the deployment (see [`LockConfig`]).
+//!
 //! Redis layout (all keys of one lock share one cluster hash slot):
 //! `<prefix>{<key>}` holds the owner token with the lease as its expiry,
 //! `<prefix>{<key>}:fence` counts acquisitions, and

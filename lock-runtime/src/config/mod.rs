@@ -167,7 +167,9 @@ impl LockConfig {
         }
     }
 
-    /// A configuration from the `REDIS_URL` environment variable.
+    /// A configuration from the `REDIS_URL` environment variable, in any
+    /// form [`LockConfig::from_url`] accepts (so the deployment can change
+    /// without a rebuild).
     ///
     /// Fails with [`LockError::Config`] when the variable is unset, not
     /// Unicode, or not a valid Redis URL.
