@@ -1,10 +1,12 @@
 //! Benchmarks of lock-runtime against hand-written redis-rs code ("raw")
-//! and the peer crate rslock, on a private `redis-server`.
+//! and the peer crate rslock, on a private `redis-server`, and of
+//! lock-runtime against rslock on three private Redlock masters.
 //!
 //! The benchmark binary (`benches/locks`, run with `cargo bench -p lock-bench`)
-//! starts the server, runs every [scenario](scenarios) for every
-//! [`Contender`], interleaved and repeated, then prints a table and writes
-//! `target/bench/results.json` and `target/bench/chart.svg`. This library
+//! starts the servers, runs every [scenario](scenarios) of every
+//! [setup](setup) for every [`Contender`], interleaved and repeated, then
+//! prints a table and writes `target/bench/results.json` and
+//! `target/bench/chart.svg`. This library
 //! holds everything but the rslock adapter, which needs rslock, a
 //! dev-dependency.
 
@@ -14,12 +16,14 @@ pub mod cpu;
 pub mod meter;
 pub mod plan;
 pub mod project;
+pub mod ratios;
 pub mod raw;
 pub mod report;
 pub mod results;
 pub mod samples;
 pub mod scenarios;
 pub mod server;
+pub mod setup;
 pub mod summary;
 pub mod targets;
 

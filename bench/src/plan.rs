@@ -12,7 +12,9 @@ pub struct Plan {
     pub mode: &'static str,
     /// Repetitions of every scenario (at least 3 in either mode).
     pub reps: usize,
-    /// Scenarios to run (all unless `--only` names some).
+    /// Scenarios to run, by their name on each setup
+    /// ([`Setup::key`](crate::setup::Setup::key)): all unless `--only`
+    /// names some.
     pub scenarios: Vec<String>,
     /// Pings per repetition that measure the warm loopback round trip.
     pub rtt_pings: usize,
@@ -52,10 +54,7 @@ impl Plan {
         Self {
             mode: "full",
             reps: 5,
-            scenarios: crate::scenarios::ALL
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
+            scenarios: crate::setup::all_keys(),
             rtt_pings: 2_000,
             idle_pings: 100,
             pairs: 4_000,
@@ -89,7 +88,8 @@ impl Plan {
     }
 
     /// The plan the arguments ask for: `--quick`, `--reps N` (at least 3),
-    /// `--only a,b` (scenario names). `--bench`, which cargo passes, and
+    /// `--only a,b` (scenario names, `redlock-3/parallel_64` for a
+    /// scenario on the Redlock setup). `--bench`, which cargo passes, and
     /// unknown flags are ignored. `LOCK_BENCH_QUICK=1` also selects `--quick`.
     pub fn from_args(args: &[String]) -> BenchResult<Self> {
         let quick = args.iter().any(|a| a == "--quick")
@@ -108,13 +108,11 @@ impl Plan {
                 "--only" => {
                     let value = args.next().ok_or("--only needs scenario names")?;
                     let wanted: Vec<String> = value.split(',').map(str::to_owned).collect();
-                    if let Some(bad) = wanted
-                        .iter()
-                        .find(|w| !crate::scenarios::ALL.contains(&w.as_str()))
-                    {
+                    let known = crate::setup::all_keys();
+                    if let Some(bad) = wanted.iter().find(|w| !known.contains(w)) {
                         return Err(format!(
                             "--only: unknown scenario `{bad}`; the scenarios are {}",
-                            crate::scenarios::ALL.join(", ")
+                            known.join(", ")
                         )
                         .into());
                     }
@@ -126,7 +124,8 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Whether `scenario` is part of this run.
+    /// Whether `scenario` (a name as in [`Plan::scenarios`]) is part of
+    /// this run.
     pub fn runs(&self, scenario: &str) -> bool {
         self.scenarios.iter().any(|s| s == scenario)
     }
@@ -150,5 +149,8 @@ mod tests {
         assert_eq!(plan.reps, 3);
         assert!(plan.runs("handoff") && !plan.runs("parallel_64"));
         assert!(Plan::from_args(&args(&["--only", "nope"])).is_err());
+        let redlock = Plan::from_args(&args(&["--only", "redlock-3/parallel_64"])).unwrap();
+        assert!(redlock.runs("redlock-3/parallel_64") && !redlock.runs("parallel_64"));
+        assert!(Plan::full().runs("redlock-3/uncontended_pair"));
     }
 }

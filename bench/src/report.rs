@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::scenarios::{HANDOFF, WATCHDOG_SCALE};
+use crate::setup::{self, Setup};
 use crate::targets::{RoundTrips, Target};
 use crate::{Results, Summary};
 
@@ -60,6 +61,14 @@ pub fn targets_table(targets: &[Target]) -> String {
 }
 
 fn notes(scenario: &str, summary: &Summary, rtt: RoundTrips) -> String {
+    if let Some((setup @ Setup::Redlock { masters }, _)) = setup::of_key(scenario) {
+        return format!(
+            "{}: per pair, {} redis cmds and {} µs redis CPU over the {masters} masters",
+            setup.name(),
+            number(summary.extra("redis_cmds_per_op")),
+            number(summary.extra("redis_cpu_us_per_op")),
+        );
+    }
     match scenario {
         HANDOFF => format!(
             "p50 = {:.1} idle / {:.1} warm round trips; {} rounds, {} rejected",

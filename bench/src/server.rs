@@ -1,5 +1,6 @@
-//! [`Admin`]: the benchmark's own connection to the server: flushing between
-//! runs, and what `INFO` says about commands and CPU.
+//! [`Admin`]: the benchmark's own connections to the servers of a setup:
+//! flushing between runs, and what `INFO` says about commands and CPU
+//! (summed over the servers).
 
 use std::time::{Duration, Instant};
 
@@ -7,13 +8,14 @@ use redis::aio::MultiplexedConnection;
 
 use crate::{BenchResult, Samples};
 
-/// An administrative connection, separate from every contender's.
+/// Administrative connections, one per server, separate from every
+/// contender's.
 #[derive(Clone)]
 pub struct Admin {
-    conn: MultiplexedConnection,
+    conns: Vec<MultiplexedConnection>,
 }
 
-/// Counters read from the server at one moment.
+/// Counters read from the servers at one moment, summed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServerCounters {
     /// Calls of every command (including those run inside scripts).
@@ -25,22 +27,34 @@ pub struct ServerCounters {
 }
 
 impl Admin {
-    /// Connects to `url`.
+    /// Connects to the server at `url`.
     pub async fn connect(url: &str) -> BenchResult<Self> {
-        let client = redis::Client::open(url)?;
-        Ok(Self {
-            conn: client.get_multiplexed_async_connection().await?,
-        })
+        Self::connect_all(&[url.to_owned()]).await
     }
 
-    /// Deletes every key, so each run starts from an empty server.
+    /// Connects to every server of `urls` (at least one).
+    pub async fn connect_all(urls: &[String]) -> BenchResult<Self> {
+        if urls.is_empty() {
+            return Err("admin: no server to connect to".into());
+        }
+        let mut conns = Vec::with_capacity(urls.len());
+        for url in urls {
+            let client = redis::Client::open(url.as_str())?;
+            conns.push(client.get_multiplexed_async_connection().await?);
+        }
+        Ok(Self { conns })
+    }
+
+    /// Deletes every key on every server, so each run starts empty.
     pub async fn flush(&self) -> BenchResult<()> {
-        let mut conn = self.conn.clone();
-        redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+        for conn in &self.conns {
+            let mut conn = conn.clone();
+            redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+        }
         Ok(())
     }
 
-    /// The server's `redis_version`.
+    /// The first server's `redis_version`.
     pub async fn version(&self) -> BenchResult<String> {
         let info = self.info("server").await?;
         Ok(field(&info, "redis_version")
@@ -48,10 +62,22 @@ impl Admin {
             .to_owned())
     }
 
-    /// Command and CPU counters now.
+    /// Command and CPU counters now, summed over the servers.
     pub async fn counters(&self) -> BenchResult<ServerCounters> {
-        let commands = self.info("commandstats").await?;
-        let cpu = self.info("cpu").await?;
+        let mut total = ServerCounters::default();
+        for index in 0..self.conns.len() {
+            let counters = self.server_counters(index).await?;
+            total.commands += counters.commands;
+            total.scripts += counters.scripts;
+            total.cpu_s += counters.cpu_s;
+        }
+        Ok(total)
+    }
+
+    /// Command and CPU counters of the server at `index`.
+    async fn server_counters(&self, index: usize) -> BenchResult<ServerCounters> {
+        let commands = self.server_info(index, "commandstats").await?;
+        let cpu = self.server_info(index, "cpu").await?;
         let mut counters = ServerCounters::default();
         for line in commands.lines() {
             let Some((name, stats)) = line
@@ -80,7 +106,7 @@ impl Admin {
     }
 
     /// Median round trip of `pings` sequential `PING`s on a multiplexed
-    /// connection, in microseconds, each sent after `idle` of doing
+    /// connection to the first server, in microseconds, each sent after `idle` of doing
     /// nothing (zero: back to back), within `limit` in all.
     ///
     /// Back to back, this is the warm loopback round trip. After an idle
@@ -93,7 +119,7 @@ impl Admin {
         idle: Duration,
         limit: Duration,
     ) -> BenchResult<f64> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conns[0].clone();
         let mut samples = Samples::with_capacity(pings);
         let started = Instant::now();
         for _ in 0..pings {
@@ -111,7 +137,11 @@ impl Admin {
     }
 
     async fn info(&self, section: &str) -> BenchResult<String> {
-        let mut conn = self.conn.clone();
+        self.server_info(0, section).await
+    }
+
+    async fn server_info(&self, index: usize, section: &str) -> BenchResult<String> {
+        let mut conn = self.conns[index].clone();
         Ok(redis::cmd("INFO")
             .arg(section)
             .query_async(&mut conn)

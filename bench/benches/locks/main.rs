@@ -3,11 +3,15 @@
 //!
 //! Starts a private `redis-server` on a free loopback port, runs every
 //! scenario for the project, raw redis-rs code and rslock, interleaved
-//! (the order of the implementations rotates every repetition), repeats
-//! everything `--reps N` times (at least 3), then prints a Markdown table
-//! and the targets, and writes `target/bench/results.json`,
+//! (the order of the implementations rotates every repetition). Then, on
+//! three more private servers used as Redlock masters, runs the
+//! uncontended and parallel scenarios for the project (in Redlock mode) and
+//! rslock (given the three servers). Repeats everything `--reps N` times
+//! (at least 3), then prints a Markdown table, the Redlock ratios and the
+//! targets, and writes `target/bench/results.json`,
 //! `target/bench/chart.svg` and `target/bench/table.md` under the
-//! workspace root. `--only handoff,parallel_64` runs some scenarios only.
+//! workspace root. `--only handoff,redlock-3/parallel_64` runs some
+//! scenarios only (the Redlock masters start only when needed).
 
 mod rslock_contender;
 
@@ -20,12 +24,13 @@ use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
 use lock_bench::scenarios::macro_overhead::{self, Variant};
 use lock_bench::scenarios::{
-    self, HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff,
-    parallel, uncontended, watchdog_scale,
+    HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
+    uncontended, watchdog_scale,
 };
 use lock_bench::server::Admin;
+use lock_bench::setup::{self, REDLOCK_MASTERS, Setup};
 use lock_bench::targets::{self, RoundTrips, pool_name};
-use lock_bench::{BenchResult, Contender, Plan, Results, RunResult, Stat, chart, report};
+use lock_bench::{BenchResult, Contender, Plan, Results, RunResult, Stat, chart, ratios, report};
 use lock_runtime::LockConfig;
 use lock_tests::RedisServer;
 use rslock_contender::RslockContender;
@@ -54,23 +59,42 @@ fn run() -> BenchResult<()> {
         return Ok(());
     }
     let plan = Plan::from_args(&args)?;
-    // Started from the main thread: the server dies with the thread that spawned it.
-    let server = RedisServer::start();
+    // Started from the main thread: a server dies with the thread that spawned it.
+    let servers: Vec<(Setup, Vec<RedisServer>)> = setup::ALL
+        .into_iter()
+        .filter(|setup| {
+            *setup == Setup::Single || setup.scenarios().iter().any(|s| plan.runs(&setup.key(s)))
+        })
+        .map(|setup| {
+            let started = (0..setup.servers()).map(|_| RedisServer::start()).collect();
+            (setup, started)
+        })
+        .collect();
+    let deployments: Vec<Deployment> = servers
+        .iter()
+        .map(|(setup, servers)| Deployment {
+            setup: *setup,
+            urls: servers.iter().map(RedisServer::url).collect(),
+        })
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let started = Instant::now();
     let load_at_start = loadavg();
     let pressure_at_start = cpu_pressure();
-    eprintln!(
-        "lock-bench: {} run, {} repetitions, redis-server on {}",
-        plan.mode,
-        plan.reps,
-        server.url()
-    );
-    let outcome = runtime.block_on(bench(&server.url(), &plan))?;
+    for deployment in &deployments {
+        eprintln!(
+            "lock-bench: {} run, {} repetitions, {} on {}",
+            plan.mode,
+            plan.reps,
+            deployment.setup.name(),
+            deployment.urls.join(" ")
+        );
+    }
+    let outcome = runtime.block_on(bench(&deployments, &plan))?;
     drop(runtime);
-    drop(server);
+    drop(servers);
     let pressure_at_end = cpu_pressure();
     let busy = [pressure_at_start, pressure_at_end]
         .iter()
@@ -98,6 +122,14 @@ struct Outcome {
     redis_version: String,
 }
 
+/// The servers of one setup, by URL.
+struct Deployment {
+    /// Which setup the servers make up.
+    setup: Setup,
+    /// Their `redis://host:port/` URLs.
+    urls: Vec<String>,
+}
+
 /// One implementation as the orchestration sees it.
 #[derive(Clone, Copy, Debug)]
 enum Implementation {
@@ -121,8 +153,12 @@ impl Implementation {
         }
     }
 
-    /// Who takes part in `scenario`, in their canonical order.
-    fn all_for(scenario: &str, plan: &Plan) -> Vec<Self> {
+    /// Who takes part in `scenario` on `setup`, in their canonical order:
+    /// on Redlock masters, the project and rslock (both implement Redlock).
+    fn all_for(scenario: &str, setup: Setup, plan: &Plan) -> Vec<Self> {
+        if setup != Setup::Single {
+            return vec![Self::Project(None), Self::Rslock];
+        }
         match scenario {
             MACRO_OVERHEAD => vec![Self::MacroPair],
             PARALLEL_64 => {
@@ -142,14 +178,21 @@ impl Implementation {
 
 /// What a run needs besides its implementation.
 struct Context<'a> {
-    url: &'a str,
+    setup: Setup,
+    /// The setup's servers.
+    urls: &'a [String],
     plan: &'a Plan,
     admin: &'a Admin,
     rep: usize,
 }
 
-async fn bench(url: &str, plan: &Plan) -> BenchResult<Outcome> {
-    let admin = Admin::connect(url).await?;
+async fn bench(deployments: &[Deployment], plan: &Plan) -> BenchResult<Outcome> {
+    let mut admins = Vec::with_capacity(deployments.len());
+    for deployment in deployments {
+        admins.push(Admin::connect_all(&deployment.urls).await?);
+    }
+    // The single server's: round trips and version.
+    let admin = admins.first().ok_or("no server")?.clone();
     let redis_version = admin.version().await?;
     let mut results = Results::default();
     let mut round_trips_us = Vec::with_capacity(plan.reps);
@@ -170,36 +213,15 @@ async fn bench(url: &str, plan: &Plan) -> BenchResult<Outcome> {
             plan.reps,
             plan.handoff_hold
         );
-        for scenario in scenarios::ALL.iter().filter(|s| plan.runs(s)) {
-            let mut implementations = Implementation::all_for(scenario, plan);
-            let len = implementations.len();
-            implementations.rotate_left(rep % len);
-            for implementation in implementations {
-                let context = Context {
-                    url,
-                    plan,
-                    admin: &admin,
-                    rep,
-                };
-                let name = implementation.name();
-                let runs =
-                    tokio::time::timeout(RUN_TIMEOUT, run_one(scenario, implementation, &context))
-                        .await
-                        .map_err(|_| {
-                            format!("{scenario}/{name}: no result within {RUN_TIMEOUT:?}")
-                        })?
-                        .map_err(|err| format!("{scenario}/{name}: {err}"))?;
-                for (name, result) in runs {
-                    eprintln!(
-                        "  {scenario:<17} {name:<14} {:>10} ops/s  p50 {:>9} µs  p99 {:>9} µs",
-                        report::number(result.ops_per_s),
-                        report::number(result.p50_us),
-                        report::number(result.p99_us),
-                    );
-                    results.record(scenario, &name, result);
-                }
-                admin.flush().await?;
-            }
+        for (deployment, admin) in deployments.iter().zip(&admins) {
+            let context = Context {
+                setup: deployment.setup,
+                urls: &deployment.urls,
+                plan,
+                admin,
+                rep,
+            };
+            run_setup(&context, &mut results).await?;
         }
     }
     Ok(Outcome {
@@ -210,6 +232,40 @@ async fn bench(url: &str, plan: &Plan) -> BenchResult<Outcome> {
     })
 }
 
+/// Every scenario of one setup in one repetition, each for every
+/// implementation (in an order that rotates every repetition).
+async fn run_setup(context: &Context<'_>, results: &mut Results) -> BenchResult<()> {
+    let setup = context.setup;
+    for scenario in setup.scenarios() {
+        let key = setup.key(scenario);
+        if !context.plan.runs(&key) {
+            continue;
+        }
+        let mut implementations = Implementation::all_for(scenario, setup, context.plan);
+        let len = implementations.len();
+        implementations.rotate_left(context.rep % len);
+        for implementation in implementations {
+            let name = implementation.name();
+            let runs =
+                tokio::time::timeout(RUN_TIMEOUT, run_one(scenario, implementation, context))
+                    .await
+                    .map_err(|_| format!("{key}/{name}: no result within {RUN_TIMEOUT:?}"))?
+                    .map_err(|err| format!("{key}/{name}: {err}"))?;
+            for (name, result) in runs {
+                eprintln!(
+                    "  {key:<27} {name:<14} {:>10} ops/s  p50 {:>9} µs  p99 {:>9} µs",
+                    report::number(result.ops_per_s),
+                    report::number(result.p50_us),
+                    report::number(result.p99_us),
+                );
+                results.record(&key, &name, result);
+            }
+            context.admin.flush().await?;
+        }
+    }
+    Ok(())
+}
+
 /// One run of `scenario` for `implementation`: its results, by
 /// implementation name (two for the interleaved macro pair).
 async fn run_one(
@@ -217,7 +273,9 @@ async fn run_one(
     implementation: Implementation,
     context: &Context<'_>,
 ) -> BenchResult<Vec<(String, RunResult)>> {
-    let url = context.url;
+    let urls = context.urls;
+    let url = context.setup.project_url(urls);
+    let url = url.as_str();
     let single = |result: RunResult| vec![(implementation.name(), result)];
     match implementation {
         Implementation::Project(pool) => {
@@ -232,7 +290,7 @@ async fn run_one(
             drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::Rslock => {
-            let connect = || RslockContender::connect(url);
+            let connect = || RslockContender::connect(urls);
             drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::MacroPair => {
@@ -328,7 +386,12 @@ fn publish(
     let recommended = targets::recommended_pool(results, &plan.pool_sizes);
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
 
+    let ratios = ratios::evaluate(results);
     let mut table = report::results_table(results, round_trips);
+    if !ratios.is_empty() {
+        table.push('\n');
+        table.push_str(&ratios::table(&ratios));
+    }
     table.push('\n');
     table.push_str(&report::targets_table(&targets));
     let pool_line = match &recommended {
@@ -386,12 +449,14 @@ fn publish(
         "watchdog_locks": plan.watchdog_locks,
         "watchdog_ttl_ms": plan.watchdog_ttl.as_millis(),
         "watchdog_ticks": plan.watchdog_ticks,
+        "redlock_masters": REDLOCK_MASTERS,
     });
     let mut json = results.to_json(env);
     json["targets"] = targets
         .iter()
         .map(|t| json!({ "id": t.id, "what": t.what, "value": t.value, "goal": t.goal, "met": t.met }))
         .collect();
+    json["ratios"] = ratios::to_json(&ratios);
 
     let dir = output_dir();
     std::fs::create_dir_all(&dir)?;

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 /// Most renewals one keep-alive task sends (a bound, never reached).
 const MAX_RENEWALS: u64 = 100_000;
 
-/// One rslock [`LockManager`] on a single server.
+/// One rslock [`LockManager`] on one server, or on several Redlock masters.
 #[derive(Clone, Debug)]
 pub struct RslockContender {
     manager: LockManager,
@@ -28,10 +28,12 @@ pub struct RslockHeld {
 }
 
 impl RslockContender {
-    /// A manager for the server at `url`, its connection opened.
-    pub async fn connect(url: &str) -> BenchResult<Self> {
-        let manager = LockManager::new(vec![url.to_owned()]);
-        // rslock connects lazily; open the connection before measuring.
+    /// A manager for the servers at `urls` (one, or the Redlock masters),
+    /// its connections opened.
+    pub async fn connect(urls: &[String]) -> BenchResult<Self> {
+        let manager = LockManager::new(urls.to_vec());
+        // rslock connects lazily; open the connections (the query goes to
+        // every server) before measuring.
         manager.query_redis_for_key_value(b"warm-up").await?;
         Ok(Self {
             manager,

@@ -8,6 +8,7 @@ mod svg;
 
 use crate::Results;
 use crate::scenarios::{HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR};
+use crate::setup::{self, Setup};
 
 pub use svg::Svg;
 
@@ -48,8 +49,14 @@ pub fn colour(implementation: &str) -> &'static str {
 
 /// The whole chart for `results`, with `subtitle` (mode, machine) under the title.
 pub fn render(results: &Results, subtitle: &str) -> String {
-    let groups: Vec<bars::Group> = [UNCONTENDED_PAIR, PARALLEL_64, MACRO_OVERHEAD]
+    let other_setups = setup::ALL.into_iter().filter(|s| *s != Setup::Single);
+    let scenarios: Vec<String> = [UNCONTENDED_PAIR, PARALLEL_64, MACRO_OVERHEAD]
         .into_iter()
+        .map(str::to_owned)
+        .chain(other_setups.flat_map(|s| s.scenarios().iter().map(move |name| s.key(name))))
+        .collect();
+    let groups: Vec<bars::Group> = scenarios
+        .iter()
         .filter_map(|scenario| bars::Group::from_results(results, scenario))
         .collect();
     let rows: usize = groups.iter().map(|g| g.bars.len() + 2).sum();
@@ -120,11 +127,13 @@ mod tests {
             ops_per_s: 5_000.0,
             ..RunResult::default()
         };
-        results.record(UNCONTENDED_PAIR, "raw", pair);
+        results.record(UNCONTENDED_PAIR, "raw", pair.clone());
+        results.record(&setup::ALL[1].key(PARALLEL_64), "rslock", pair);
         let svg = render(&results, "test");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("rslock: p50 90,050 µs"));
         assert!(svg.contains("uncontended_pair: ops/s"));
+        assert!(svg.contains("redlock-3/parallel_64: ops/s"));
     }
 }
