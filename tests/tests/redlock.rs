@@ -479,3 +479,37 @@ async fn frozen_masters_do_not_eat_the_lease() {
     }
     println!("took {:?}", started.elapsed());
 }
+
+/// Counters out of step (failed attempts, a master that came back empty):
+/// the fence is the highest of the granting majority, and before
+/// `acquire` returns a majority of masters stand at it, so each later
+/// acquisition's fence is higher. The counters are set by hand, differently
+/// each round, so both paths run: a majority already at the fence, and a
+/// raise round for the masters behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fences_rise_even_when_counters_are_out_of_step() {
+    let masters = start_masters(5);
+    let locker = locker(&url_of(&masters)).await;
+    let fence_key = "lock:{skewed}:fence";
+    let counter = |master: &RedisServer| master.int(&["GET", fence_key]) as u64;
+    let mut last = 0;
+    for round in 0..20u64 {
+        // Push two masters (a different pair each round) far ahead.
+        for (index, master) in masters.iter().enumerate() {
+            if (index as u64 + round) % 5 < 2 {
+                let ahead = (counter(master) + 50 + round).to_string();
+                master.cmd(&["SET", fence_key, &ahead]);
+            }
+        }
+        let guard = locker.lock("skewed").acquire().await.unwrap();
+        let fence = guard.fence();
+        assert!(fence > last, "round {round}: fence {fence} after {last}");
+        let at_fence = masters.iter().filter(|m| counter(m) >= fence).count();
+        assert!(
+            at_fence >= 3,
+            "round {round}: only {at_fence} masters stand at fence {fence}"
+        );
+        last = fence;
+        assert!(guard.release().await.unwrap());
+    }
+}

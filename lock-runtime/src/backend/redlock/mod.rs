@@ -13,9 +13,11 @@
 //! - A majority granted: decided at once, without waiting for the other
 //!   masters (their calls still run to the end in the background, so the
 //!   lock lands on every live master). The highest fence counter of the
-//!   majority is the fence (see below); a second round confirms the lock on
-//!   those masters and raises their counters to it. Confirmed on a
-//!   majority: acquired.
+//!   majority is the fence (see below). When the counters of a majority
+//!   already stand at it (they move in step while every acquisition lands
+//!   on every master), that is all; otherwise a second round confirms the
+//!   lock on the masters whose counters are behind and raises them to it,
+//!   until a majority stands at the fence: acquired.
 //! - No majority: decided once every master answered (or hit its bound).
 //!   If failed masters (error, timeout, never reached) alone make a
 //!   majority impossible: [`LockError::QuorumNotReached`]; otherwise other
@@ -41,8 +43,8 @@
 //! # Fencing tokens
 //! Every master has its own counter per key. The fence handed out is the
 //! highest counter among the granting majority, and before the acquire
-//! returns, a majority of masters still holding our key have their
-//! counters raised to it. Renewals raise the counters again, on every
+//! returns, a majority of masters have their counters at it (already, or
+//! raised there by a second round on masters still holding our key). Renewals raise the counters again, on every
 //! master they reach.
 //!
 //! **Guaranteed**: when a lock is acquired by a request sent after another
@@ -217,15 +219,24 @@ impl RedlockBackend {
             needed,
         };
         match votes.verdict(total - answered) {
-            Verdict::Granted { fence, masters } => {
-                let confirmed = self
-                    .raise_fence(conn, keys, token, fence, masters, bound)
-                    .await;
-                if confirmed >= needed {
+            Verdict::Granted {
+                fence,
+                at_fence,
+                behind,
+            } => {
+                // Counters in step (the usual case) already stand at the
+                // fence on a majority: no second round.
+                let raised = if at_fence >= needed {
+                    0
+                } else {
+                    self.raise_fence(conn, keys, token, fence, behind, needed - at_fence, bound)
+                        .await
+                };
+                if at_fence + raised >= needed {
                     return Ok(AcquireReply::Acquired { fence });
                 }
                 self.clean_up(conn, keys, token, 0..total, bound).await;
-                Err(quorum_not_reached(confirmed))
+                Err(quorum_not_reached(at_fence + raised))
             }
             Verdict::Busy { pttl } => {
                 self.clean_up(conn, keys, token, votes.maybe_ours(), bound)
@@ -241,8 +252,9 @@ impl RedlockBackend {
     }
 
     /// Confirms the lock on `granted` and raises their counters to `fence`;
-    /// answers on how many masters both happened (counting stops once a
-    /// majority did).
+    /// answers on how many masters both happened (counting stops once
+    /// `needed` did).
+    #[allow(clippy::too_many_arguments)] // one round's full context
     async fn raise_fence(
         &self,
         conn: usize,
@@ -250,9 +262,9 @@ impl RedlockBackend {
         token: &OwnerToken,
         fence: u64,
         granted: Vec<usize>,
+        needed: usize,
         bound: Duration,
     ) -> usize {
-        let needed = quorum(self.masters.len());
         let mut pending = granted.len();
         let mut invocation = scripts::RAISE_FENCE.key(keys.lock());
         invocation.key(keys.fence()).arg(token.as_str()).arg(fence);

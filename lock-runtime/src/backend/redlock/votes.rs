@@ -24,9 +24,14 @@ pub(super) enum Vote {
 /// What an acquire round decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
-    /// A majority granted; `fence` is the highest of their counters, and
-    /// `masters` the ones that granted.
-    Granted { fence: u64, masters: Vec<usize> },
+    /// A majority granted; `fence` is the highest of their counters,
+    /// `at_fence` how many granting masters' counters already stand there,
+    /// and `behind` the granting masters whose counters are lower.
+    Granted {
+        fence: u64,
+        at_fence: usize,
+        behind: Vec<usize>,
+    },
     /// Other owners hold too many masters for a majority now; it may
     /// become possible after `pttl`.
     Busy { pttl: Option<Duration> },
@@ -38,7 +43,8 @@ pub(super) enum Verdict {
 #[derive(Debug)]
 pub(super) struct AcquireVotes {
     total: usize,
-    granted: Vec<usize>,
+    /// Masters that granted, with their counters.
+    granted: Vec<(usize, u64)>,
     fence: u64,
     /// Masters that answered busy, with the owner's remaining lease.
     busy: Vec<(usize, Option<Duration>)>,
@@ -61,7 +67,7 @@ impl AcquireVotes {
     pub(super) fn add(&mut self, index: usize, vote: Vote) {
         match vote {
             Vote::Granted(fence) => {
-                self.granted.push(index);
+                self.granted.push((index, fence));
                 self.fence = self.fence.max(fence);
             }
             Vote::Busy(pttl) => self.busy.push((index, pttl)),
@@ -87,9 +93,14 @@ impl AcquireVotes {
     pub(super) fn verdict(&self, missing: usize) -> Verdict {
         let needed = quorum(self.total);
         if self.granted.len() >= needed {
+            let (at, behind): (Vec<_>, Vec<_>) = self
+                .granted
+                .iter()
+                .partition(|&&(_, fence)| fence == self.fence);
             return Verdict::Granted {
                 fence: self.fence,
-                masters: self.granted.clone(),
+                at_fence: at.len(),
+                behind: behind.into_iter().map(|&(index, _)| index).collect(),
             };
         }
         if self.failed + missing > self.total - needed {
@@ -204,7 +215,26 @@ mod tests {
             votes.decided(),
             Some(Verdict::Granted {
                 fence: 9,
-                masters: vec![0, 1, 2]
+                at_fence: 1,
+                behind: vec![0, 2]
+            })
+        );
+    }
+
+    #[test]
+    fn counters_in_step_need_no_raise() {
+        let votes = round(&[
+            Vote::Granted(7),
+            Vote::Failed,
+            Vote::Granted(7),
+            Vote::Granted(7),
+        ]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Granted {
+                fence: 7,
+                at_fence: 3,
+                behind: vec![]
             })
         );
     }
