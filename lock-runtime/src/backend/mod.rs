@@ -42,6 +42,22 @@ pub(crate) enum AcquireReply {
     },
 }
 
+impl AcquireReply {
+    /// Reads the acquire script's `{granted, fence or pttl}` answer.
+    pub(crate) fn from_script(granted: i64, value: i64) -> Self {
+        if granted == 1 {
+            AcquireReply::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            // A negative PTTL: no expiry (-1) or gone meanwhile (-2).
+            AcquireReply::Busy {
+                pttl: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        }
+    }
+}
+
 /// One entry of a renewal batch.
 pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a LockKeys,

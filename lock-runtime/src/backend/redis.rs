@@ -179,15 +179,7 @@ impl RedisBackend {
         let (granted, value): (i64, i64) = self
             .bounded("acquire", invocation.invoke_async(&mut connection))
             .await?;
-        Ok(if granted == 1 {
-            AcquireReply::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-            }
-        } else {
-            AcquireReply::Busy {
-                pttl: u64::try_from(value).ok().map(Duration::from_millis),
-            }
-        })
+        Ok(AcquireReply::from_script(granted, value))
     }
 
     /// One run of the release script; true when our lock was deleted.
