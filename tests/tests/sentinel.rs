@@ -119,8 +119,13 @@ async fn hammer_through_failover(
     let fence_before = setup.current_master().int(&["GET", &fence_key]);
     let mut after_load = load.clone();
     after_load.until = Instant::now() + Duration::from_secs(2);
-    // A healthy deployment again: a waiter outlasts any queue of 12 tasks.
+    // A healthy deployment again: a waiter outlasts any queue of 12 tasks,
+    // and a replica on a busy machine acknowledges well within 3 s (500 ms
+    // was seen to run out once, right after the old master rejoined).
     after_load.wait = Duration::from_secs(10);
+    if let Some((replicas, _)) = after_load.replicas {
+        after_load.replicas = Some((replicas, Duration::from_secs(3)));
+    }
     let listening = {
         let setup = setup.clone();
         let channel = format!("lock:{{{}}}:released", load.key);
