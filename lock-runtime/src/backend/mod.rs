@@ -109,6 +109,23 @@ where
     Ok((pool, renewals))
 }
 
+impl Renewed {
+    /// Reads an extend script's answer: one 1 (renewed) or 0 (not ours)
+    /// per lease of a batch of `leases`.
+    pub(crate) fn from_script(answers: Vec<i64>, leases: usize) -> Result<Vec<Self>, LockError> {
+        if answers.len() != leases {
+            return Err(LockError::Redis(::redis::RedisError::from((
+                ::redis::ErrorKind::UnexpectedReturnType,
+                "the extend script answered for a different number of locks",
+            ))));
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| if answer == 1 { Self::Yes } else { Self::Gone })
+            .collect())
+    }
+}
+
 /// The lock store of one [`Locker`](crate::Locker), as configured.
 #[derive(Clone)]
 pub(crate) enum Backend {

@@ -220,16 +220,7 @@ impl RedisBackend {
         let renewed: Vec<i64> = self
             .bounded("extend", invocation.invoke_async(&mut connection))
             .await?;
-        if renewed.len() != batch.len() {
-            return Err(LockError::Redis(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "the extend script answered for a different number of locks",
-            ))));
-        }
-        Ok(renewed
-            .into_iter()
-            .map(|r| if r == 1 { Renewed::Yes } else { Renewed::Gone })
-            .collect())
+        Renewed::from_script(renewed, batch.len())
     }
 
     /// Runs one call within `call_bound`, so that no caller waits on a

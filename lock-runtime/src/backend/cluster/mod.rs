@@ -218,16 +218,7 @@ impl ClusterBackend {
             invocation.invoke(&mut connection),
         )
         .await?;
-        if renewed.len() != group.len() {
-            return Err(LockError::Redis(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "the extend script answered for a different number of locks",
-            ))));
-        }
-        Ok(renewed
-            .into_iter()
-            .map(|r| if r == 1 { Renewed::Yes } else { Renewed::Gone })
-            .collect())
+        Renewed::from_script(renewed, group.len())
     }
 }
 

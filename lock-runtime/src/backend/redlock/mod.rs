@@ -369,13 +369,11 @@ impl RedlockBackend {
             let (invocation, mut connection) = (invocation.clone(), backend.renewals.clone());
             async move {
                 let renewed: Vec<i64> = invocation.invoke_async(&mut connection).await?;
-                if renewed.len() != leases {
-                    return Err(LockError::Redis(redis::RedisError::from((
-                        redis::ErrorKind::UnexpectedReturnType,
-                        "the extend script answered for a different number of locks",
-                    ))));
-                }
-                Ok(renewed.into_iter().map(|r| r == 1).collect::<Vec<_>>())
+                let renewed = Renewed::from_script(renewed, leases)?;
+                Ok(renewed
+                    .into_iter()
+                    .map(|answer| answer == Renewed::Yes)
+                    .collect::<Vec<_>>())
             }
         });
         while let Some((_, answer)) = round.recv().await {
