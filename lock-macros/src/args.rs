@@ -10,7 +10,8 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 use crate::duration::{self, DurationArg};
 use crate::key_template::KeyTemplate;
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `locker` and `crate`";
+const VALID: &str =
+    "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `reentrant`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +29,7 @@ pub(crate) struct LockArgs {
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
+    pub(crate) reentrant: bool,
     pub(crate) locker: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -94,6 +96,7 @@ impl LockArgs {
                     .and_then(|lit| duration::parse(&lit, "wait"))
                     .map(|d| args.wait = Some(d)),
                 "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
+                "reentrant" => boolean(&value, &label).map(|b| args.reentrant = Some(b)),
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
@@ -131,6 +134,7 @@ impl LockArgs {
             wait: args.wait,
             watchdog: args.watchdog,
             on_lost: args.on_lost.unwrap_or(OnLost::Cancel),
+            reentrant: args.reentrant.unwrap_or(true),
             locker: args.locker,
             krate: args.krate,
         })
@@ -144,6 +148,7 @@ struct Partial {
     wait: Option<DurationArg>,
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
+    reentrant: Option<bool>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }
@@ -206,10 +211,14 @@ fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
             "`ttl` must be at most a year: a lease is how long a crashed owner blocks everyone",
         ));
     }
-    if ttl.nanos < 1_000_000 {
+    // The runtime's shortest lease (`config::rules::MIN_TTL`): a shorter
+    // one leaves no time to use the lock after the clock-drift allowance
+    // (ttl/100 + 2 ms) and the reaction margin (ttl/20). Redis takes whole
+    // milliseconds, so 2.9ms counts as 2ms.
+    if ttl.nanos / 1_000_000 < 3 {
         return Err(syn::Error::new(
             lit.span(),
-            "`ttl` must be at least 1ms: Redis leases have millisecond resolution",
+            "`ttl` must be at least 3ms: a shorter lease leaves no time to use the lock after the clock-drift allowance (ttl/100 + 2ms) and the reaction margin (ttl/20)",
         ));
     }
     Ok(ttl)

@@ -192,6 +192,7 @@ fn generate(args: &LockArgs, bindings: &[Ident], function: ItemFn) -> TokenStrea
     };
     let (ttl, wait) = (duration(&args.ttl), duration(&args.wait));
     let watchdog = args.watchdog.unwrap_or(true);
+    let reentrant = args.reentrant;
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Continue => quote!(#private::OnLost::Continue),
@@ -238,6 +239,7 @@ fn generate(args: &LockArgs, bindings: &[Ident], function: ItemFn) -> TokenStrea
                     wait: #wait,
                     watchdog: #watchdog,
                     on_lost: #on_lost,
+                    reentrant: #reentrant,
                 },
                 #body,
             )

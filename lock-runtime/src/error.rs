@@ -81,6 +81,17 @@ pub enum LockError {
         timeout: Duration,
     },
 
+    /// A call nested in one that holds the same lock, in the same task, with
+    /// `#[distributed_lock(reentrant = false)]`: waiting would wait for the
+    /// enclosing call, forever.
+    #[error(
+        "lock `{key}` is already held by an enclosing call of this task, and this call does not allow reentry (`reentrant = false`)"
+    )]
+    HeldByThisTask {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+    },
+
     /// A configuration value or lock request was invalid; the message says
     /// what to change.
     #[error("invalid lock configuration: {0}")]
@@ -104,7 +115,9 @@ impl From<LockError> for std::io::Error {
             LockError::Timeout { .. } => ErrorKind::TimedOut,
             LockError::Lost { .. } => ErrorKind::Interrupted,
             LockError::Config(_) => ErrorKind::InvalidInput,
-            LockError::NotInitialized | LockError::AlreadyInitialized => ErrorKind::Other,
+            LockError::NotInitialized
+            | LockError::AlreadyInitialized
+            | LockError::HeldByThisTask { .. } => ErrorKind::Other,
             LockError::Redis(redis) if redis.is_timeout() => ErrorKind::TimedOut,
             LockError::Redis(_)
             | LockError::QuorumNotReached { .. }

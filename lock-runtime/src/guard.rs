@@ -4,13 +4,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
+use crate::backend::flights::Landing;
+use crate::background::on_background;
 use crate::lease::Lease;
+use crate::primitive::exclusive;
 use crate::stats::Counters;
 use crate::{LockError, LockHandle, Locker};
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
-/// and dropping an unreleased guard releases it in the background.
+/// and dropping an unreleased guard releases it in the background (also
+/// outside any async runtime).
 ///
 /// ```no_run
 /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
@@ -27,6 +33,9 @@ use crate::{LockError, LockHandle, Locker};
 pub struct LockGuard {
     handle: LockHandle,
     locker: Locker,
+    /// The acquisition's calls still running on slow Redlock masters: a
+    /// release waits for them, so that it cannot overtake one.
+    landing: Option<Landing>,
     released: bool,
 }
 
@@ -41,10 +50,11 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(lease: Arc<Lease>, locker: Locker) -> Self {
+    pub(crate) fn new(lease: Arc<Lease>, locker: Locker, landing: Option<Landing>) -> Self {
         Self {
             handle: LockHandle::new(lease),
             locker,
+            landing,
             released: false,
         }
     }
@@ -89,23 +99,48 @@ impl LockGuard {
     /// wakes the waiters. `Ok(false)` means it was no longer ours (lost, or
     /// expired), so nothing was deleted.
     ///
-    /// On an error (or if this future is dropped before the answer), the
-    /// guard's drop tries once more in the background; the compare-and-delete
-    /// makes that safe, and the lease bounds the lock either way.
+    /// Returns within two bounded round trips (`connect_timeout +
+    /// response_timeout` each). On an error (or if this future is dropped
+    /// before the answer), the guard's drop tries once more in the
+    /// background; the compare-and-delete makes that safe, and the lease
+    /// bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.lease().mark_released();
         self.locker.watchdog().forget(self.lease().id);
-        let deleted = self
-            .locker
-            .backend()
-            .release(self.lease().conn, &self.lease().keys, &self.lease().token)
-            .await?;
+        let bound = self.locker.config().call_bound() * 2;
+        let landing = self.landing.take();
+        let (locker, lease) = (self.locker.clone(), self.lease().clone());
+        let releasing = async move {
+            match tokio::time::timeout(bound, release(&locker, &lease, landing)).await {
+                Ok(result) => result,
+                Err(_) => Err(LockError::redis_timeout("release", bound)),
+            }
+        };
+        // Boxed for the same reason as an acquisition (see `LockRequest`).
+        let releasing: BoxFuture<'_, Result<bool, LockError>> =
+            Box::pin(on_background(self.locker.background(), releasing));
+        let deleted = releasing.await?;
         self.released = true;
-        if deleted {
-            Counters::bump(&self.locker.counters().released);
-        }
         Ok(deleted)
     }
+}
+
+/// Deletes `lease`'s lock if it is still ours, after the acquisition's
+/// calls still in flight ended; counts a deletion.
+async fn release(
+    locker: &Locker,
+    lease: &Lease,
+    landing: Option<Landing>,
+) -> Result<bool, LockError> {
+    if let Some(landing) = landing {
+        landing.landed().await;
+    }
+    let deleted =
+        exclusive::release(locker.backend(), lease.route, &lease.keys, &lease.token).await?;
+    if deleted {
+        Counters::bump(&locker.counters().released);
+    }
+    Ok(deleted)
 }
 
 impl Drop for LockGuard {
@@ -115,21 +150,14 @@ impl Drop for LockGuard {
         }
         self.lease().mark_released();
         self.locker.watchdog().forget(self.lease().id);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            // Dropped outside any runtime: the lease runs out on its own.
-            tracing::debug!(
-                key = self.key(),
-                "lock guard dropped outside a runtime; its lease will expire"
-            );
-            return;
-        };
-        let locker = self.locker.clone();
-        let lease = self.lease().clone();
-        runtime.spawn(async move {
-            match locker.backend().release(lease.conn, &lease.keys, &lease.token).await {
-                Ok(true) => Counters::bump(&locker.counters().released),
-                Ok(false) => {}
-                Err(err) => tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire"),
+        let (locker, lease, landing) = (
+            self.locker.clone(),
+            self.lease().clone(),
+            self.landing.take(),
+        );
+        self.locker.background().spawn(async move {
+            if let Err(err) = release(&locker, &lease, landing).await {
+                tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
         });
     }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease::{Lease, LeaseState};
+use crate::lease::Lease;
 
 /// What the holder of a lock can observe: its key, fencing token and
 /// whether it is still held. Cloning it does not extend or duplicate the
@@ -70,12 +70,6 @@ impl LockHandle {
     /// the work the lock protects. It never completes for a lock released by
     /// its holder.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut state = self.lease.subscribe();
-        async move {
-            if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
-                // The lease was dropped without being lost: never completes.
-                std::future::pending::<()>().await;
-            }
-        }
+        crate::lost::signal(&self.lease)
     }
 }

@@ -1,6 +1,14 @@
-//! The Redis keys of one lock, laid out so that all of them share one
-//! cluster hash slot: `<prefix>{<key>}`, `<prefix>{<key>}:fence` and
-//! `<prefix>{<key>}:released`.
+//! The Redis names of one lock: the key `<prefix>{<name>}` and the release
+//! channel `<prefix>{<name>}:released`, which share one cluster hash slot
+//! through the `{...}` hash tag.
+//!
+//! Redis hashes the text between the first `{` and the first `}` after it.
+//! A name containing `}` would end the tag early (`lock:{a}b}` hashes `a`,
+//! and `lock:{}x}` hashes nothing, so its channel lands in another slot);
+//! so the name is escaped inside the tag: `%` becomes `%25` and `}`
+//! becomes `%7D`. The escape is injective (two names never share a key)
+//! and leaves every name without `%` and `}` as it was. The prefix may not
+//! contain `{`, which would move the tag (see [`crate::config::rules`]).
 
 use std::sync::Arc;
 
@@ -15,25 +23,20 @@ pub(crate) struct LockKeys {
 #[derive(Debug)]
 struct Names {
     name: String,
+    prefix_len: usize,
     lock: String,
-    fence: String,
     channel: String,
 }
 
 impl LockKeys {
-    /// Fails on an empty key: `{}` is not a hash tag, so the three keys
-    /// would land in different cluster slots.
+    /// The keys of lock `name` under `prefix` (already validated).
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
-        if name.is_empty() {
-            return Err(LockError::config(
-                "the lock key is empty; name the resource it guards, e.g. `stock:42`",
-            ));
-        }
-        let lock = format!("{prefix}{{{name}}}");
+        crate::config::rules::check_lock_name(name)?;
+        let lock = format!("{prefix}{{{}}}", escape(name));
         Ok(Self {
             inner: Arc::new(Names {
                 name: name.to_owned(),
-                fence: format!("{lock}:fence"),
+                prefix_len: prefix.len(),
                 channel: format!("{lock}:released"),
                 lock,
             }),
@@ -45,37 +48,99 @@ impl LockKeys {
         &self.inner.name
     }
 
-    /// The key that holds the owner token.
+    /// The key that holds the owner token and the fence.
     pub(crate) fn lock(&self) -> &str {
         &self.inner.lock
-    }
-
-    /// The counter that hands out fencing tokens.
-    pub(crate) fn fence(&self) -> &str {
-        &self.inner.fence
     }
 
     /// The channel a release is published on.
     pub(crate) fn channel(&self) -> &str {
         &self.inner.channel
     }
+
+    /// Redlock: each master's one fence counter for every lock under this
+    /// prefix. It carries no hash tag (Redlock masters are not a cluster)
+    /// and no lock key can have its name, since lock keys all have one.
+    pub(crate) fn counter(&self) -> String {
+        format!("{}fence-counter", &self.inner.lock[..self.inner.prefix_len])
+    }
+}
+
+/// `name` with `%` and `}` escaped, so that it can sit inside a hash tag.
+fn escape(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains(['%', '}']) {
+        return name.into();
+    }
+    let mut escaped = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '%' => escaped.push_str("%25"),
+            '}' => escaped.push_str("%7D"),
+            c => escaped.push(c),
+        }
+    }
+    escaped.into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn all_keys_share_one_hash_tag() {
-        let keys = LockKeys::new("lock:", "stock:42").unwrap();
-        assert_eq!(keys.lock(), "lock:{stock:42}");
-        assert_eq!(keys.fence(), "lock:{stock:42}:fence");
-        assert_eq!(keys.channel(), "lock:{stock:42}:released");
-        assert_eq!(keys.name(), "stock:42");
+    /// The text Redis hashes for `key`: its hash tag, or all of it.
+    fn hashed(key: &str) -> &str {
+        let Some(open) = key.find('{') else {
+            return key;
+        };
+        match key[open + 1..].find('}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        }
     }
 
     #[test]
-    fn empty_key_is_rejected() {
+    fn the_lock_and_its_channel_share_one_hash_tag() {
+        let keys = LockKeys::new("lock:", "stock:42").unwrap();
+        assert_eq!(keys.lock(), "lock:{stock:42}");
+        assert_eq!(keys.channel(), "lock:{stock:42}:released");
+        assert_eq!(keys.name(), "stock:42");
+        assert_eq!(keys.counter(), "lock:fence-counter");
+    }
+
+    #[test]
+    fn names_with_braces_stay_in_one_slot_and_never_alias() {
+        let names = [
+            "}x",
+            "a}b",
+            "{",
+            "}",
+            "%7D",
+            "%",
+            "a%7Db",
+            "a}}b",
+            "{}",
+            "x\ny z*?[",
+        ];
+        let mut locks = std::collections::HashSet::new();
+        for name in names {
+            let keys = LockKeys::new("lock:", name).unwrap();
+            assert_eq!(hashed(keys.lock()), hashed(keys.channel()), "{name:?}");
+            // The tag is exactly the escaped name, never empty.
+            let tag = &keys.lock()["lock:{".len()..keys.lock().len() - 1];
+            assert!(!tag.is_empty() && !tag.contains('}'), "{name:?} -> {tag:?}");
+            assert!(
+                locks.insert(keys.lock().to_owned()),
+                "{name:?} aliases another name"
+            );
+        }
+        assert_eq!(LockKeys::new("lock:", "}x").unwrap().lock(), "lock:{%7Dx}");
+        assert_eq!(
+            LockKeys::new("lock:", "%7D").unwrap().lock(),
+            "lock:{%257D}"
+        );
+    }
+
+    #[test]
+    fn empty_name_is_rejected() {
         assert!(matches!(
             LockKeys::new("lock:", ""),
             Err(LockError::Config(_))

@@ -1,20 +1,22 @@
-//! The state one held lock shares between its guard and the watchdog:
-//! held, lost or released, and until when the holder may trust it.
+//! The state one held lock shares between its guard, its handles and the
+//! watchdog: held, lost or released, and until when the holder may trust it.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::backend::Route;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
+use crate::{clock, validity};
 
 /// Where a lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LeaseState {
     /// Ours, as far as the holder can tell.
     Held,
-    /// Known gone: renewal refused, or not confirmed before validity ran out.
+    /// Known gone (see [`crate::lost`]).
     Lost,
     /// Given back by the holder.
     Released,
@@ -28,21 +30,21 @@ pub(crate) struct Lease {
     pub(crate) fence: u64,
     /// The lease length actually sent to the server, in whole milliseconds.
     pub(crate) ttl: Duration,
-    /// The pooled connection the lock was taken on.
-    pub(crate) conn: usize,
+    /// Where the lock was taken; its release goes the same way.
+    pub(crate) route: Route,
     state: watch::Sender<LeaseState>,
     valid_until: Mutex<Instant>,
 }
 
 impl Lease {
-    /// A lease whose acquire request was sent at `sent_at`.
+    /// A lease whose acquire request was sent at `sent_at` ([`clock::now`]).
     pub(crate) fn new(
         id: u64,
         keys: LockKeys,
         token: OwnerToken,
         fence: u64,
         ttl: Duration,
-        conn: usize,
+        route: Route,
         sent_at: Instant,
     ) -> Self {
         Self {
@@ -51,9 +53,9 @@ impl Lease {
             token,
             fence,
             ttl,
-            conn,
+            route,
             state: watch::Sender::new(LeaseState::Held),
-            valid_until: Mutex::new(validity_end(sent_at, ttl)),
+            valid_until: Mutex::new(validity::validity_end(sent_at, ttl)),
         }
     }
 
@@ -64,7 +66,7 @@ impl Lease {
 
     /// Held and still inside its local validity window.
     pub(crate) fn is_held(&self) -> bool {
-        self.state() == LeaseState::Held && Instant::now() < self.valid_until()
+        self.state() == LeaseState::Held && clock::now() < self.valid_until()
     }
 
     /// The instant after which the holder can no longer trust the lock.
@@ -72,22 +74,22 @@ impl Lease {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A renewal sent at `sent_at` was confirmed.
+    /// A renewal sent at `sent_at` was confirmed; returns the new end.
     pub(crate) fn renewed(&self, sent_at: Instant) -> Instant {
-        let end = validity_end(sent_at, self.ttl);
+        let end = validity::validity_end(sent_at, self.ttl);
         let mut valid_until = self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
         *valid_until = (*valid_until).max(end);
         *valid_until
     }
 
-    /// Marks the lease lost; true when this call made the change.
-    /// `account` runs before anyone waiting on [`Self::subscribe`] is woken,
-    /// so what it records is visible to them.
-    pub(crate) fn mark_lost(&self, account: impl FnOnce()) -> bool {
+    /// Moves a held lease to `to`; true when this call made the change.
+    /// `account` runs before anyone waiting on [`Self::subscribe`] is
+    /// woken, so what it records is visible to them.
+    pub(crate) fn leave_held(&self, to: LeaseState, account: impl FnOnce()) -> bool {
         self.state.send_if_modified(|state| {
             let changed = *state == LeaseState::Held;
             if changed {
-                *state = LeaseState::Lost;
+                *state = to;
                 account();
             }
             changed
@@ -96,13 +98,7 @@ impl Lease {
 
     /// Marks the lease released by its holder (a later loss is not news).
     pub(crate) fn mark_released(&self) {
-        self.state.send_if_modified(|state| {
-            let changed = *state == LeaseState::Held;
-            if changed {
-                *state = LeaseState::Released;
-            }
-            changed
-        });
+        self.leave_held(LeaseState::Released, || {});
     }
 
     /// A receiver that sees every state change.
@@ -111,59 +107,38 @@ impl Lease {
     }
 }
 
-/// How long a lease whose request was sent at `sent_at` can be trusted:
-/// counted from the *send* (the server may have started the lease at any
-/// moment after it), the ttl less Redlock's allowance for clock drift and
-/// less a reaction margin.
-pub(crate) fn validity_end(sent_at: Instant, ttl: Duration) -> Instant {
-    sent_at + ttl.saturating_sub(drift(ttl) + reaction_margin(ttl))
-}
-
-/// Redlock's drift allowance for a lease of `ttl`: 1 % plus 2 ms.
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// 5 % of the ttl, so that the loss signal reaches the holder *with time to
-/// stop* before the key can expire: on a busy machine the watchdog's timer,
-/// the waking of the body's task and the body's next await each take a
-/// moment, and the drift allowance alone (8 ms on a 600 ms lease) was seen
-/// to be used up by them under load.
-pub(crate) fn reaction_margin(ttl: Duration) -> Duration {
-    ttl / 20
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn validity_is_ttl_minus_drift_and_margin_from_the_send() {
-        let sent = Instant::now();
-        let end = validity_end(sent, Duration::from_secs(3));
-        assert_eq!(end - sent, Duration::from_millis(3000 - 30 - 2 - 150));
-    }
-
-    #[test]
-    fn a_tiny_ttl_has_no_validity_left() {
-        let sent = Instant::now();
-        assert_eq!(validity_end(sent, Duration::from_millis(1)), sent);
-    }
-
-    #[test]
-    fn lost_and_released_are_final() {
-        let lease = Lease::new(
+    fn lease() -> Lease {
+        Lease::new(
             1,
             LockKeys::new("lock:", "k").unwrap(),
             OwnerToken::random(),
             1,
             Duration::from_secs(1),
-            0,
-            Instant::now(),
-        );
+            Route::pooled(0),
+            clock::now(),
+        )
+    }
+
+    #[test]
+    fn lost_and_released_are_final() {
+        let lease = lease();
         assert!(lease.is_held());
         lease.mark_released();
-        assert!(!lease.mark_lost(|| panic!("a released lease was marked lost")));
+        assert!(!lease.leave_held(LeaseState::Lost, || panic!(
+            "a released lease was marked lost"
+        )));
         assert_eq!(lease.state(), LeaseState::Released);
+    }
+
+    #[test]
+    fn a_renewal_never_shortens_validity() {
+        let lease = lease();
+        let before = lease.valid_until();
+        let earlier = before - Duration::from_secs(5);
+        assert_eq!(lease.renewed(earlier), before);
     }
 }

@@ -28,14 +28,18 @@
 //! a master followed through Sentinel (feature `sentinel`) or Redlock over
 //! independent masters: the URL picks the deployment (see [`LockConfig`]).
 //!
-//! Redis layout (all keys of one lock share one cluster hash slot):
-//! `<prefix>{<key>}` holds the owner token with the lease as its expiry,
-//! `<prefix>{<key>}:fence` counts acquisitions, and
-//! `<prefix>{<key>}:released` is where releases are announced.
+//! Redis layout: one key per lock, `<prefix>{<key>}`, holding the owner
+//! token and the fence with the lease as its expiry (nothing is left once
+//! a lock is released or its lease has passed), and the channel
+//! `<prefix>{<key>}:released`, in the same cluster hash slot, where
+//! releases are announced. See `ARCHITECTURE.md` for the map of the code.
 
+mod acquire;
+mod attribute;
 mod backend;
+mod background;
+mod clock;
 mod config;
-mod current;
 mod error;
 mod global;
 mod guard;
@@ -44,9 +48,13 @@ mod keys;
 mod lease;
 mod locker;
 mod locker_source;
-mod scripts;
+mod lost;
+mod primitive;
+mod reentrancy;
+mod request;
 mod stats;
 mod token;
+mod validity;
 mod wait;
 mod watchdog;
 
@@ -57,14 +65,15 @@ mod watchdog;
 pub mod __private;
 
 pub use config::{LockConfig, ReplicaAck};
-pub use current::current;
 pub use error::LockError;
 pub use global::{global, init, init_with};
 pub use guard::LockGuard;
 pub use handle::LockHandle;
 pub use lock_macros::distributed_lock;
-pub use locker::{LockRequest, Locker};
+pub use locker::Locker;
 pub use locker_source::LockerSource;
+pub use reentrancy::current;
+pub use request::LockRequest;
 pub use stats::LockerStats;
 
 /// Compiles every Rust block of the README, so the front door never lies.

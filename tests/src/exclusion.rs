@@ -100,6 +100,8 @@ pub struct Load {
     pub max_entries: u64,
     /// Replicas each acquisition waits for (Redis `WAIT`), if any.
     pub replicas: Option<(u32, Duration)>,
+    /// Entries so far, shared by every clone: progress seen while it runs.
+    progress: Arc<AtomicU64>,
 }
 
 impl Load {
@@ -115,7 +117,13 @@ impl Load {
             until: Instant::now() + run_for,
             max_entries: 100_000,
             replicas: None,
+            progress: Arc::default(),
         }
+    }
+
+    /// Entries into the critical section so far, while the load runs.
+    pub fn entries_so_far(&self) -> u64 {
+        self.progress.load(Ordering::SeqCst)
     }
 }
 
@@ -225,6 +233,7 @@ async fn enter_once(locker: &Locker, load: &Load, tally: &Tally) {
         tally.overlaps.fetch_add(1, Ordering::SeqCst);
     }
     tally.entries.fetch_add(1, Ordering::SeqCst);
+    load.progress.fetch_add(1, Ordering::SeqCst);
     {
         let mut last = tally.last_fence.lock().unwrap();
         if guard.fence() <= *last {

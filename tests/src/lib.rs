@@ -15,6 +15,8 @@
 //! - [`Worker`]: a separate OS process that takes locks, for multi-process
 //!   tests (and for killing a holder with -9).
 //! - [`exclusion`]: the mutual-exclusion check every topology runs.
+//! - [`fixtures`]: what the tests share (a test locker, reads of the
+//!   server's state, [`fixtures::eventually`]).
 //! - [`RedisCluster`]: three servers joined into a Redis Cluster, with
 //!   online slot migration.
 //! - [`sentinel`]: a master, a replica and three sentinels ([`SentinelSetup`]).
@@ -25,6 +27,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod exclusion;
 pub mod fault_proxy;
+pub mod fixtures;
 pub mod net;
 pub mod redis_server;
 pub mod sentinel;

@@ -250,9 +250,20 @@ impl RedisServer {
     ///
     /// If the connection cannot be established.
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|client| client.get_connection_with_timeout(CONNECT_TIMEOUT))
-            .unwrap_or_else(|e| panic!("connect to redis-server at {}: {e}", self.url()))
+        // A machine stalled mid-connect interrupts the wait (EINTR): an I/O
+        // failure is tried again until the connect timeout is spent.
+        let deadline = Instant::now() + CONNECT_TIMEOUT;
+        loop {
+            let attempt = redis::Client::open(self.url())
+                .and_then(|client| client.get_connection_with_timeout(CONNECT_TIMEOUT));
+            match attempt {
+                Ok(connection) => return connection,
+                Err(e) if e.is_io_error() && Instant::now() < deadline => {
+                    thread::sleep(POLL_INTERVAL);
+                }
+                Err(e) => panic!("connect to redis-server at {}: {e}", self.url()),
+            }
+        }
     }
 
     /// Runs one command on a fresh connection and returns the raw reply,
@@ -279,6 +290,23 @@ impl RedisServer {
             .expect("set timeouts on a redis connection");
         con.req_command(&cmd)
             .unwrap_or_else(|e| panic!("{args:?} on redis-server at {}: {e}", self.url()))
+    }
+
+    /// The server's clock (`TIME`) in microseconds since the Unix epoch:
+    /// what a fence granted at that moment is.
+    pub fn micros(&self) -> u64 {
+        match self.cmd(&["TIME"]) {
+            redis::Value::Array(parts) => {
+                let part = |value: &redis::Value| match value {
+                    redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes)
+                        .parse::<u64>()
+                        .expect("TIME answers numbers"),
+                    other => panic!("TIME answered {other:?}"),
+                };
+                part(&parts[0]) * 1_000_000 + part(&parts[1])
+            }
+            other => panic!("TIME answered {other:?}"),
+        }
     }
 
     /// Runs one command and reads its reply as a number: an integer reply,

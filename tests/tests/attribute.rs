@@ -312,6 +312,14 @@ async fn trait_impl_methods_are_locked_too() {
     let warehouse = Warehouse {
         locker: locker(&server).await,
     };
-    assert_eq!(warehouse.reserve(5).await.unwrap(), 1);
-    assert_eq!(warehouse.reserve(5).await.unwrap(), 2);
+    // Each call took the lock: the fence is the server's clock at the
+    // grant, and the second call's is later.
+    let before = server.micros();
+    let first = warehouse.reserve(5).await.unwrap();
+    let second = warehouse.reserve(5).await.unwrap();
+    let after = server.micros();
+    assert!(
+        before <= first && first < second && second <= after,
+        "{before} {first} {second} {after}"
+    );
 }

@@ -150,10 +150,12 @@ async fn keys_use_the_prefix_and_one_hash_tag() {
         server.cmd(&["EXISTS", "app:{stock:42}"]),
         redis::Value::Int(1)
     );
-    assert_eq!(
-        server.cmd(&["GET", "app:{stock:42}:fence"]),
-        redis::Value::BulkString(b"1".to_vec())
-    );
+    // One key: the owner's token and the fence, nothing else.
+    let value = lock_tests::fixtures::get(&server, "app:{stock:42}").unwrap();
+    let (token, fence) = value.split_once(':').expect("<token>:<fence>");
+    assert_eq!(token.len(), 32, "a 128-bit token in hex");
+    assert_eq!(fence, guard.fence().to_string());
+    assert_eq!(lock_tests::fixtures::key_count(&server), 1);
     match server.cmd(&["PTTL", "app:{stock:42}"]) {
         redis::Value::Int(pttl) => assert!(pttl > 0 && pttl <= 3000, "{pttl}"),
         other => panic!("{other:?}"),

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, Locker};
 use lock_tests::RedisServer;
+use lock_tests::fixtures::{command_calls, pubsub_clients, subscribers, wait_for_subscribers};
 
 /// A backoff so slow that a waiter woken within seconds was woken by
 /// something else: the release message, or the owner's lease ending.
@@ -42,15 +43,17 @@ async fn a_blocked_waiter_is_woken_by_the_release_message() {
             (Instant::now(), guard.fence())
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The waiter found the lock busy and subscribed: the server says so.
+    wait_for_subscribers(&server, "lock:{handoff}:released", 1).await;
     assert!(!blocked.is_finished());
+    let held_fence = guard.fence();
     let released_at = Instant::now();
     assert!(guard.release().await.unwrap());
     let (acquired_at, fence) = tokio::time::timeout(Duration::from_secs(5), blocked)
         .await
         .expect("the waiter was not woken by the release")
         .unwrap();
-    assert_eq!(fence, 2);
+    assert!(fence > held_fence);
     let stats = waiter.stats();
     assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
     assert_eq!(stats.release_wakeups, 1, "{stats:?}");
@@ -79,24 +82,6 @@ async fn a_waiter_on_a_crashed_owner_wakes_when_its_lease_ends() {
     assert!(guard.release().await.unwrap());
 }
 
-fn pubsub_clients(server: &RedisServer) -> usize {
-    match server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
-        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).lines().count(),
-        redis::Value::VerbatimString { text, .. } => text.lines().count(),
-        other => panic!("CLIENT LIST: {other:?}"),
-    }
-}
-
-fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    match server.cmd(&["PUBSUB", "NUMSUB", channel]) {
-        redis::Value::Array(reply) => match reply.get(1) {
-            Some(redis::Value::Int(n)) => *n,
-            other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
-        },
-        other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
     let server = RedisServer::start();
@@ -116,7 +101,9 @@ async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
                 .unwrap()
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..8 {
+        wait_for_subscribers(&server, &format!("lock:{{shared:{i}}}:released"), 1).await;
+    }
     assert_eq!(
         pubsub_clients(&server),
         1,
@@ -239,18 +226,6 @@ async fn a_user_who_may_not_subscribe_waits_on_timers_without_reconnecting() {
     assert!(opened <= 3, "{opened} connections opened while waiting");
 }
 
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    let redis::Value::BulkString(info) = server.cmd(&["INFO", "commandstats"]) else {
-        panic!("INFO commandstats is not a bulk string");
-    };
-    let info = String::from_utf8_lossy(&info).into_owned();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_one_waiter_not_the_whole_line() {
     const WAITERS: u64 = 32;
@@ -267,8 +242,16 @@ async fn a_release_wakes_one_waiter_not_the_whole_line() {
             assert!(guard.release().await.unwrap());
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = evalsha_calls(&server);
+    // Every waiter has tried, subscribed and tried again (two scripts
+    // each, after the holder's one), and now sleeps.
+    let settled = 1 + 2 * WAITERS;
+    lock_tests::fixtures::eventually(
+        "every waiter asleep on the line",
+        Duration::from_secs(10),
+        || command_calls(&server, "evalsha") >= settled,
+    )
+    .await;
+    let before = command_calls(&server, "evalsha");
     assert!(guard.release().await.unwrap());
     for task in line {
         tokio::time::timeout(Duration::from_secs(10), task)
@@ -276,7 +259,7 @@ async fn a_release_wakes_one_waiter_not_the_whole_line() {
             .expect("a waiter was never woken")
             .unwrap();
     }
-    let calls = evalsha_calls(&server) - before;
+    let calls = command_calls(&server, "evalsha") - before;
     let stats = waiter.stats();
     assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
     // Each waiter: one acquire on its wake-up and one release, plus a few

@@ -1,14 +1,22 @@
-//! Where locks are stored. Every topology offers the same three atomic
-//! steps (acquire, release, renew a batch) and a feed of release messages;
-//! [`Backend`] picks the topology the configuration names.
+//! Topologies: where a script runs, and how its call gets there. A
+//! topology knows nothing of locks; a primitive
+//! ([`crate::primitive`]) decides what its scripts are and what their
+//! answers mean.
 //!
-//! - [`redis`]: one server, a pool of multiplexed connections.
-//! - [`sentinel`]: one server found through Sentinel, followed across failovers.
-//! - [`cluster`]: Redis Cluster; each lock lives in one hash slot.
-//! - [`redlock`]: a majority of independent masters.
+//! Two families, because they answer differently:
+//!
+//! - [`NodeBackend`]: every call runs on the one node that owns its first
+//!   key, and answers once.
+//!   - [`single`]: one server, a pool of multiplexed connections.
+//!   - [`sentinel`]: one server found through Sentinel, followed across failovers.
+//!   - [`cluster`]: Redis Cluster; a call goes to the node serving its key's slot.
+//! - [`redlock`]: independent masters; a call runs on every master at
+//!   once and answers once per master ([`redlock::RedlockBackend::fan_out`]).
+//!   The primitive counts the votes.
 
-pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod script;
+pub(crate) mod single;
 
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
@@ -16,163 +24,107 @@ pub(crate) mod cluster;
 pub(crate) mod sentinel;
 
 mod feed;
+pub(crate) mod flights;
+mod pool;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use feed::{ClientSource, ReleaseFeed};
+use script::{LuaScript, ScriptCall};
 
 use crate::config::{ReplicaAck, Topology};
-use crate::keys::LockKeys;
-use crate::token::OwnerToken;
 use crate::{LockConfig, LockError};
 
-/// What one acquire step found.
+/// Which connection a call goes on. Calls on one route reach the server in
+/// the order they were made, so an acquisition's clean-up is routed exactly
+/// like the acquisition itself and can never overtake it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    /// The caller owns the lock now; `fence` is its fencing token.
-    Acquired {
-        /// Strictly increasing per key across all owners.
-        fence: u64,
-    },
-    /// Someone else owns it, for `pttl` more (None when the server did not
-    /// say, e.g. a key written without expiry by something other than us).
-    Busy {
-        /// Remaining lease of the current owner.
-        pttl: Option<Duration>,
-    },
+pub(crate) struct Route {
+    /// A pool slot (see [`Backend::pick`]).
+    pub(crate) conn: usize,
+    /// On the slot's blocking connection, where an acquisition that waits
+    /// for replicas (`WAIT`) runs.
+    pub(crate) blocking: bool,
 }
 
-impl AcquireReply {
-    /// Reads the acquire script's `{granted, fence or pttl}` answer.
-    pub(crate) fn from_script(granted: i64, value: i64) -> Self {
-        if granted == 1 {
-            AcquireReply::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-            }
-        } else {
-            // A negative PTTL: no expiry (-1) or gone meanwhile (-2).
-            AcquireReply::Busy {
-                pttl: u64::try_from(value).ok().map(Duration::from_millis),
-            }
+impl Route {
+    /// Pool slot `conn`, on its usual connection.
+    pub(crate) fn pooled(conn: usize) -> Self {
+        Self {
+            conn,
+            blocking: false,
         }
     }
 }
 
-/// One entry of a renewal batch.
-pub(crate) struct Renewal<'a> {
-    pub(crate) keys: &'a LockKeys,
-    pub(crate) token: &'a OwnerToken,
-    pub(crate) ttl_ms: u64,
-    /// The fence the holder was given (Redlock raises counters to it).
-    pub(crate) fence: u64,
-}
-
-/// What a renewal found for one lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Renewed {
-    /// Still ours, with a fresh lease from the moment the batch was sent.
-    Yes,
-    /// Definitely not ours any more: the holder must be told at once.
-    Gone,
-    /// Could not be confirmed either way (a node failed); retried while the
-    /// lease is still valid.
-    Unknown,
-}
-
-/// Opens the `pool_size` connections for lock traffic and one more for the
-/// watchdog's renewals (returned apart), all within the connect timeout, so
-/// a service learns at start-up, not at its first lock, that the server
-/// cannot be reached.
-async fn open_pool<C, Open, Opening>(
-    config: &LockConfig,
-    what: &str,
-    mut open: Open,
-) -> Result<(Vec<C>, C), LockError>
-where
-    Open: FnMut() -> Opening,
-    Opening: std::future::Future<Output = ::redis::RedisResult<C>>,
-{
-    let connect_all = async {
-        let mut pool = Vec::with_capacity(config.pool_size + 1);
-        for _ in 0..=config.pool_size {
-            pool.push(open().await?);
-        }
-        Ok::<_, ::redis::RedisError>(pool)
-    };
-    let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
-        Ok(pool) => pool?,
-        Err(_) => return Err(LockError::redis_timeout(what, config.connect_timeout)),
-    };
-    let renewals = pool
-        .pop()
-        .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
-    Ok((pool, renewals))
-}
-
-impl Renewed {
-    /// Reads an extend script's answer: one 1 (renewed) or 0 (not ours)
-    /// per lease of a batch of `leases`.
-    pub(crate) fn from_script(answers: Vec<i64>, leases: usize) -> Result<Vec<Self>, LockError> {
-        if answers.len() != leases {
-            return Err(LockError::Redis(::redis::RedisError::from((
-                ::redis::ErrorKind::UnexpectedReturnType,
-                "the extend script answered for a different number of locks",
-            ))));
-        }
-        Ok(answers
-            .into_iter()
-            .map(|answer| if answer == 1 { Self::Yes } else { Self::Gone })
-            .collect())
-    }
+/// One entry of a batch script: its key and its arguments. The topology
+/// groups entries by where their keys live and runs one call per group;
+/// the script answers with one value per entry, in order.
+pub(crate) struct BatchEntry {
+    pub(crate) key: String,
+    pub(crate) args: Vec<String>,
 }
 
 /// The lock store of one [`Locker`](crate::Locker), as configured.
 #[derive(Clone)]
 pub(crate) enum Backend {
-    Single(std::sync::Arc<redis::RedisBackend>),
+    /// Calls that run on one node.
+    Node(NodeBackend),
+    /// Calls that run on a majority of independent masters.
+    Redlock(redlock::RedlockBackend),
+}
+
+/// The topologies whose calls run on one node.
+#[derive(Clone)]
+pub(crate) enum NodeBackend {
+    Single(Arc<single::SingleBackend>),
     #[cfg(feature = "sentinel")]
     Sentinel(sentinel::SentinelBackend),
     #[cfg(feature = "cluster")]
     Cluster(cluster::ClusterBackend),
-    Redlock(redlock::RedlockBackend),
 }
 
-/// Calls the same method on whichever topology is in use.
+/// Calls the same method on whichever node topology is in use.
 macro_rules! dispatch {
     ($self:ident, $backend:ident => $call:expr) => {
         match $self {
-            Backend::Single($backend) => $call,
+            NodeBackend::Single($backend) => $call,
             #[cfg(feature = "sentinel")]
-            Backend::Sentinel($backend) => $call,
+            NodeBackend::Sentinel($backend) => $call,
             #[cfg(feature = "cluster")]
-            Backend::Cluster($backend) => $call,
-            Backend::Redlock($backend) => $call,
+            NodeBackend::Cluster($backend) => $call,
         }
     };
 }
 
 impl Backend {
     /// Opens the connections the configuration names, failing fast when the
-    /// deployment cannot be reached.
-    pub(crate) async fn connect(config: &LockConfig) -> Result<Self, LockError> {
+    /// deployment cannot be reached; `scripts` are loaded on fresh Redlock
+    /// masters (a node topology loads each on its first `NOSCRIPT`).
+    pub(crate) async fn connect(
+        config: &LockConfig,
+        scripts: &'static [&'static LuaScript],
+    ) -> Result<Self, LockError> {
+        let node = |backend| Ok(Backend::Node(backend));
         match &config.topology {
-            Topology::Single(server) => Ok(Backend::Single(std::sync::Arc::new(
-                redis::RedisBackend::connect(server.clone(), config).await?,
+            Topology::Single(server) => node(NodeBackend::Single(Arc::new(
+                single::SingleBackend::connect(server.clone(), config).await?,
             ))),
             Topology::Redlock { masters } => Ok(Backend::Redlock(
-                redlock::RedlockBackend::connect(masters, config).await?,
+                redlock::RedlockBackend::connect(masters, config, scripts).await?,
             )),
             #[cfg(feature = "cluster")]
-            Topology::Cluster { nodes } => Ok(Backend::Cluster(
+            Topology::Cluster { nodes } => node(NodeBackend::Cluster(
                 cluster::ClusterBackend::connect(nodes, config).await?,
             )),
             #[cfg(feature = "sentinel")]
             Topology::Sentinel {
                 sentinels,
                 master,
-                node,
-            } => Ok(Backend::Sentinel(
-                sentinel::SentinelBackend::connect(sentinels, master, node, config).await?,
+                node: settings,
+            } => node(NodeBackend::Sentinel(
+                sentinel::SentinelBackend::connect(sentinels, master, settings, config).await?,
             )),
             #[allow(unreachable_patterns)]
             other => Err(LockError::config(format!(
@@ -182,43 +134,21 @@ impl Backend {
         }
     }
 
-    /// A connection index for one acquisition; its release and cleanup use
-    /// the same one, so they queue behind the acquire.
+    /// A pool slot for one acquisition; its clean-up and release use the
+    /// same one, so they queue behind the acquisition.
     pub(crate) fn pick(&self) -> usize {
-        dispatch!(self, backend => backend.pick())
-    }
-
-    /// One run of the acquire step; with `replicas`, also waits for that
-    /// many replicas to confirm it (and releases it if they do not).
-    pub(crate) async fn acquire(
-        &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        replicas: Option<ReplicaAck>,
-    ) -> Result<AcquireReply, LockError> {
-        dispatch!(self, backend => backend.acquire(conn, keys, token, ttl_ms, replicas).await)
-    }
-
-    /// Deletes the lock if it is still ours; true when something was deleted.
-    pub(crate) async fn release(
-        &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-    ) -> Result<bool, LockError> {
-        dispatch!(self, backend => backend.release(conn, keys, token).await)
-    }
-
-    /// Renews a batch of leases; one answer per entry, in order.
-    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        dispatch!(self, backend => backend.extend(batch).await)
+        match self {
+            Backend::Node(node) => node.pick(),
+            Backend::Redlock(redlock) => redlock.pick(),
+        }
     }
 
     /// Where waiters hear about releases.
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
-        dispatch!(self, backend => backend.release_feed())
+        match self {
+            Backend::Node(node) => dispatch!(node, backend => backend.release_feed()),
+            Backend::Redlock(redlock) => redlock.release_feed(),
+        }
     }
 
     /// Tells when the locks moved to another server (a Sentinel failover),
@@ -227,8 +157,100 @@ impl Backend {
     pub(crate) fn moves(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         match self {
             #[cfg(feature = "sentinel")]
-            Backend::Sentinel(backend) => Some(backend.moves()),
+            Backend::Node(NodeBackend::Sentinel(backend)) => Some(backend.moves()),
             _ => None,
         }
+    }
+}
+
+impl NodeBackend {
+    /// A pool slot, round-robin.
+    pub(crate) fn pick(&self) -> usize {
+        dispatch!(self, backend => backend.pick())
+    }
+
+    /// The command a release script announces itself with: `SPUBLISH` on
+    /// a cluster (the message reaches only the shard that owns the
+    /// channel, where the listener `SSUBSCRIBE`s), else `PUBLISH`.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "cluster")]
+            NodeBackend::Cluster(_) => "SPUBLISH",
+            _ => "PUBLISH",
+        }
+    }
+
+    /// Runs `call` on the node that owns its first key, on `route`.
+    pub(crate) async fn run<T: redis::FromRedisValue + Send>(
+        &self,
+        route: Route,
+        call: &ScriptCall,
+    ) -> Result<T, LockError> {
+        dispatch!(self, backend => backend.run(route, call).await)
+    }
+
+    /// Runs `call` on `route`'s blocking connection, then waits (`WAIT`)
+    /// until `ack.replicas` replicas have its writes, for at most
+    /// `ack.timeout`; answers with the call's answer and how many replicas
+    /// acknowledged. Not on a cluster (rejected by the configuration).
+    pub(crate) async fn run_then_wait<T: redis::FromRedisValue + Send>(
+        &self,
+        route: Route,
+        call: &ScriptCall,
+        ack: ReplicaAck,
+    ) -> Result<(T, u32), LockError> {
+        match self {
+            NodeBackend::Single(backend) => backend.run_then_wait(route, call, ack).await,
+            #[cfg(feature = "sentinel")]
+            NodeBackend::Sentinel(backend) => backend.run_then_wait(route, call, ack).await,
+            #[cfg(feature = "cluster")]
+            NodeBackend::Cluster(_) => Err(crate::config::rules::replicas_unsupported("cluster")),
+        }
+    }
+
+    /// Runs a batch script over `entries` on the watchdog's connection:
+    /// one call per node-sized group, all sent together. One answer per
+    /// entry, in order; `None` where that entry's group failed (the rest
+    /// still answer). `Err` when the whole batch failed.
+    pub(crate) async fn run_batch(
+        &self,
+        script: &'static LuaScript,
+        entries: &[BatchEntry],
+    ) -> Result<Vec<Option<redis::Value>>, LockError> {
+        dispatch!(self, backend => backend.run_batch(script, entries).await)
+    }
+}
+
+/// Whether a cluster answered that `err`'s call did not run because its
+/// slot is moving (`TRYAGAIN`, or a redirect with no retry left to follow).
+/// The call may still have run on an earlier try, so nothing is known.
+pub(crate) fn slot_in_flux(err: &LockError) -> bool {
+    matches!(err, LockError::Redis(err) if matches!(err.code(), Some("TRYAGAIN" | "ASK" | "MOVED")))
+}
+
+/// Runs `call` within `limit`, so that no caller waits on a stalled server
+/// or a reconnect loop longer than it was promised.
+pub(crate) async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, LockError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(LockError::redis_timeout(what, limit)),
+    }
+}
+
+/// A batch call's answer, one value per entry of `entries` entries.
+pub(crate) fn batch_answers(
+    answer: redis::Value,
+    entries: usize,
+) -> Result<Vec<redis::Value>, LockError> {
+    match answer {
+        redis::Value::Array(values) if values.len() == entries => Ok(values),
+        _ => Err(LockError::Redis(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a batch script answered for a different number of entries",
+        )))),
     }
 }

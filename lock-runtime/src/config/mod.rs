@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 mod replicas;
+pub(crate) mod rules;
 mod topology;
 
 pub use replicas::ReplicaAck;
@@ -283,21 +284,8 @@ impl LockConfig {
     /// # Ok::<(), LockError>(())
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
-        if self.default_ttl.is_zero() {
-            return Err(LockError::config(
-                "default_ttl must be greater than zero; a lease of 0 expires before it is granted",
-            ));
-        }
-        if self.default_ttl < Duration::from_millis(1) {
-            return Err(LockError::config(
-                "default_ttl must be at least 1 ms; Redis leases have millisecond resolution",
-            ));
-        }
-        if self.default_ttl > crate::locker::MAX_TTL {
-            return Err(LockError::config(
-                "default_ttl must be at most a year; a lease is how long a crashed owner blocks everyone",
-            ));
-        }
+        rules::check_ttl(self.default_ttl, "default_ttl")?;
+        rules::check_prefix(&self.key_prefix)?;
         if self.pool_size == 0 {
             return Err(LockError::config(
                 "pool_size must be at least 1; it is the number of connections lock traffic uses",
@@ -317,16 +305,7 @@ impl LockConfig {
             ));
         }
         if let Some(ack) = self.replicas {
-            ack.validate()?;
-            if matches!(
-                self.topology,
-                Topology::Cluster { .. } | Topology::Redlock { .. }
-            ) {
-                return Err(LockError::config(format!(
-                    "wait_for_replicas works with one server or Sentinel, not with {}",
-                    self.topology.kind()
-                )));
-            }
+            self.topology.check_replicas(ack)?;
         }
         if let Topology::Redlock { masters } = &self.topology
             && masters.len() < 3
@@ -355,6 +334,13 @@ impl LockConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl LockConfig {
+    /// The bound of one call: reconnecting, then waiting for the answer.
+    pub(crate) fn call_bound(&self) -> Duration {
+        self.connect_timeout + self.response_timeout
     }
 }
 

@@ -108,6 +108,18 @@ impl Topology {
         }
     }
 
+    /// Checks that `ack` is valid and that this topology has replicas to
+    /// wait for: one server or Sentinel.
+    pub(crate) fn check_replicas(&self, ack: super::ReplicaAck) -> Result<(), LockError> {
+        ack.validate()?;
+        match self {
+            Topology::Cluster { .. } | Topology::Redlock { .. } => {
+                Err(super::rules::replicas_unsupported(self.kind()))
+            }
+            Topology::Single(_) | Topology::Sentinel { .. } => Ok(()),
+        }
+    }
+
     /// A short name for messages: `single`, `cluster`, `sentinel` or `redlock`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {

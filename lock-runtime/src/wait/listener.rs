@@ -38,20 +38,24 @@ pub(super) enum Command {
 }
 
 impl ReleaseListener {
-    /// Starts the listener task on the current runtime. It connects only
-    /// when the first waiter arrives.
-    pub(crate) fn start(feed: ReleaseFeed, timeouts: Timeouts) -> Self {
+    /// Starts the listener task on the runtime `on`. It connects only when
+    /// the first waiter arrives.
+    pub(crate) fn start(
+        on: &tokio::runtime::Handle,
+        feed: ReleaseFeed,
+        timeouts: Timeouts,
+    ) -> Self {
         let waiters = Waiters::default();
         let (commands, inbox) = mpsc::unbounded_channel();
         match feed {
             ReleaseFeed::PubSub(source) => {
                 let sessions = PlainSessions { source, timeouts };
-                tokio::spawn(serve(sessions, waiters.clone(), inbox));
+                on.spawn(serve(sessions, waiters.clone(), inbox));
             }
             #[cfg(feature = "cluster")]
             ReleaseFeed::Sharded(client) => {
                 let sessions = super::sharded::ShardedSessions::new(client, timeouts);
-                tokio::spawn(serve(sessions, waiters.clone(), inbox));
+                on.spawn(serve(sessions, waiters.clone(), inbox));
             }
         }
         Self { waiters, commands }

@@ -5,28 +5,26 @@
 //! routes each script call by its first key, follows `MOVED` and `ASK`
 //! while slots move, and retries `TRYAGAIN`.
 //!
-//! - [`scripts`]: the scripts, and the release script of a cluster (`SPUBLISH`).
-//! - [`call`]: a script call that sends the script in full to a node lacking it.
-//! - [`slots`]: a renewal batch split into one script call per slot.
+//! A node that lacks a script gets it in full on its first `NOSCRIPT`
+//! ([`ScriptCall::run`]), and no other node is involved: the redis crate's
+//! own reload sends `SCRIPT LOAD` to every node and waits for all of them,
+//! so one frozen node would stall every lock on a restarted or flushed one.
+//!
+//! - [`slots`]: a batch split into one script call per slot.
 
-mod call;
-mod scripts;
 mod slots;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use redis::FromRedisValue;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
-use self::call::ScriptCall;
-use super::{AcquireReply, ReleaseFeed, Renewal, Renewed};
-use crate::config::ReplicaAck;
-use crate::keys::LockKeys;
-use crate::token::OwnerToken;
+use super::script::{LuaScript, ScriptCall};
+use super::{BatchEntry, ReleaseFeed, Route, batch_answers, bounded};
 use crate::{LockConfig, LockError};
 
 /// Redirects (`MOVED`, `ASK`) and `TRYAGAIN` answers one call may follow
@@ -64,7 +62,7 @@ impl ClusterBackend {
         nodes: &[redis::ConnectionInfo],
         config: &LockConfig,
     ) -> Result<Self, LockError> {
-        let call_bound = config.connect_timeout + config.response_timeout;
+        let call_bound = config.call_bound();
         let builder = || {
             ClusterClientBuilder::new(nodes.to_vec())
                 .connection_timeout(config.connect_timeout)
@@ -79,10 +77,11 @@ impl ClusterBackend {
         let feed = builder()
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()?;
-        let (pool, renewals) = super::open_pool(config, "connecting to the Redis Cluster", || {
-            client.get_async_connection()
-        })
-        .await?;
+        let (pool, renewals) =
+            super::pool::open_pool(config, "connecting to the Redis Cluster", || {
+                client.get_async_connection()
+            })
+            .await?;
         Ok(Self {
             pool: pool.into(),
             renewals,
@@ -103,140 +102,59 @@ impl ClusterBackend {
         ReleaseFeed::Sharded(ClusterClient::clone(&self.feed))
     }
 
-    /// One run of the acquire script on the node that serves the lock's slot.
-    ///
-    /// A slot in mid-migration answers `TRYAGAIN` to a script whose keys are
-    /// not all on the node asked (a free lock next to its fence counter is
-    /// such a case), whichever node that is. The cluster connection retries;
-    /// when its retries run out on that (or on a last redirect), the script
-    /// did not run anywhere, so it is reported as busy with no known lease:
-    /// the caller waits and tries again, within its `wait`, until the
-    /// migration completes.
-    pub(crate) async fn acquire(
+    /// Runs `call` on the node that serves its first key's slot, following
+    /// `MOVED` and `ASK` and retrying `TRYAGAIN` within the call bound.
+    /// When the retries run out mid-migration, the error says so
+    /// ([`super::slot_in_flux`]).
+    pub(crate) async fn run<T: FromRedisValue + Send>(
         &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        replicas: Option<ReplicaAck>,
-    ) -> Result<AcquireReply, LockError> {
-        if replicas.is_some() {
-            // Configuration validation rejects this earlier; never silently
-            // ignore a durability request.
-            return Err(LockError::config(
-                "wait_for_replicas works with one server or Sentinel, not with cluster",
-            ));
-        }
-        let mut connection = self.pool[conn].clone();
-        let mut invocation = ScriptCall::new(&scripts::ACQUIRE);
-        invocation
-            .key(keys.lock())
-            .key(keys.fence())
-            .arg(token.as_str())
-            .arg(ttl_ms);
-        let answer = bounded(
-            self.call_bound,
-            "acquire",
-            invocation.invoke(&mut connection),
-        )
-        .await;
-        let (granted, value): (i64, i64) = match answer {
-            Ok(answer) => answer,
-            Err(LockError::Redis(err)) if slot_in_flux(&err) => {
-                return Ok(AcquireReply::Busy { pttl: None });
+        route: Route,
+        call: &ScriptCall,
+    ) -> Result<T, LockError> {
+        let mut connection = self.pool[route.conn].clone();
+        bounded(self.call_bound, "a lock script", call.run(&mut connection)).await
+    }
+
+    /// Runs a batch script: one call per hash slot, all in parallel on the
+    /// watchdog's connection. A call that fails, or takes longer than a
+    /// response timeout, answers `None` for its own entries only, so one
+    /// frozen node costs the entries on the others nothing.
+    pub(crate) async fn run_batch(
+        &self,
+        script: &'static LuaScript,
+        entries: &[BatchEntry],
+    ) -> Result<Vec<Option<redis::Value>>, LockError> {
+        let groups = slots::group_by_slot(entries.iter().map(|entry| entry.key.as_str()));
+        let calls = groups.iter().map(|group| async move {
+            let mut call = script.call();
+            for &index in group {
+                call.key(entries[index].key.as_str());
+                for arg in &entries[index].args {
+                    call.arg(arg);
+                }
             }
-            Err(err) => return Err(err),
-        };
-        Ok(AcquireReply::from_script(granted, value))
-    }
-
-    /// One run of the release script; true when our lock was deleted.
-    pub(crate) async fn release(
-        &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-    ) -> Result<bool, LockError> {
-        let mut connection = self.pool[conn].clone();
-        let mut invocation = ScriptCall::new(&scripts::RELEASE);
-        invocation
-            .key(keys.lock())
-            .arg(token.as_str())
-            .arg(keys.channel());
-        let deleted: i64 = bounded(
-            self.call_bound,
-            "release",
-            invocation.invoke(&mut connection),
-        )
-        .await?;
-        Ok(deleted == 1)
-    }
-
-    /// Renews a batch of leases: one script call per hash slot, all in
-    /// parallel on the watchdog's connection. A call that fails, or takes
-    /// longer than a response timeout, answers [`Renewed::Unknown`] for its
-    /// own entries only (the watchdog retries them while their leases are
-    /// valid), so one frozen node costs the leases on the others nothing.
-    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
-        let groups = slots::group_by_slot(batch.iter().map(|renewal| renewal.keys.lock()));
-        let calls = groups.iter().map(|group| self.extend_slot(batch, group));
+            let mut connection = self.renewals.clone();
+            let answer = bounded(
+                self.renewal_bound,
+                "a batch script",
+                call.run(&mut connection),
+            );
+            batch_answers(answer.await?, group.len())
+        });
         let answers = join_all(calls).await;
-        let mut renewed = vec![Renewed::Unknown; batch.len()];
+        let mut values = vec![None; entries.len()];
         for (group, answer) in groups.iter().zip(answers) {
             match answer {
                 Ok(answer) => {
                     for (&index, value) in group.iter().zip(answer) {
-                        renewed[index] = value;
+                        values[index] = Some(value);
                     }
                 }
                 Err(err) => {
-                    tracing::debug!(%err, locks = group.len(), "renewal of one slot failed");
+                    tracing::debug!(%err, entries = group.len(), "a batch call on one slot failed");
                 }
             }
         }
-        Ok(renewed)
+        Ok(values)
     }
-
-    /// The batch script for the entries of `batch` at `group` (one slot).
-    async fn extend_slot(
-        &self,
-        batch: &[Renewal<'_>],
-        group: &[usize],
-    ) -> Result<Vec<Renewed>, LockError> {
-        let mut connection = self.renewals.clone();
-        let mut invocation = ScriptCall::new(&scripts::EXTEND);
-        for &index in group {
-            let renewal = &batch[index];
-            invocation
-                .key(renewal.keys.lock())
-                .arg(renewal.token.as_str())
-                .arg(renewal.ttl_ms);
-        }
-        let renewed: Vec<i64> = bounded(
-            self.renewal_bound,
-            "extend",
-            invocation.invoke(&mut connection),
-        )
-        .await?;
-        Renewed::from_script(renewed, group.len())
-    }
-}
-
-/// Runs one call within `limit`, whatever the cluster connection's own
-/// timeouts and retries do.
-async fn bounded<T>(
-    limit: Duration,
-    what: &str,
-    call: impl Future<Output = redis::RedisResult<T>>,
-) -> Result<T, LockError> {
-    match tokio::time::timeout(limit, call).await {
-        Ok(result) => Ok(result?),
-        Err(_) => Err(LockError::redis_timeout(what, limit)),
-    }
-}
-
-/// Whether `err` says the slot is moving and the command was not run:
-/// `TRYAGAIN`, or a redirect the connection had no retry left to follow.
-fn slot_in_flux(err: &redis::RedisError) -> bool {
-    matches!(err.code(), Some("TRYAGAIN" | "ASK" | "MOVED"))
 }

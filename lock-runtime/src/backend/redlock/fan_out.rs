@@ -19,18 +19,21 @@ use tokio::sync::mpsc;
 
 use super::master::Master;
 use crate::LockError;
-use crate::backend::redis::RedisBackend;
+use crate::backend::flights::InFlight;
+use crate::backend::single::SingleBackend;
 
 /// Starts `call` on each master of `masters` (indices into `all`); the
 /// receiver yields `(index, answer)` as answers arrive and ends when every
 /// call has ended. A master never reached answers an error at once; one
-/// that does not answer within `bound` answers a timeout error.
+/// that does not answer within `bound` answers a timeout error. The task
+/// running the calls keeps `flight` until the last call ended.
 pub(super) fn fan_out<T, Fut>(
     all: &Arc<[Arc<Master>]>,
     masters: impl IntoIterator<Item = usize>,
     bound: Duration,
     what: &'static str,
-    call: impl Fn(Arc<RedisBackend>) -> Fut,
+    flight: Option<InFlight>,
+    call: impl Fn(Arc<SingleBackend>) -> Fut,
 ) -> mpsc::UnboundedReceiver<(usize, Result<T, LockError>)>
 where
     T: Send + 'static,
@@ -57,20 +60,26 @@ where
         })
         .collect();
     let (answers, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(calls.for_each(move |answer| {
-        // A reader that stopped listening is fine: the call still ran.
-        let _ = answers.send(answer);
-        std::future::ready(())
-    }));
+    tokio::spawn(async move {
+        let _flight = flight;
+        calls
+            .for_each(move |answer| {
+                // A reader that stopped listening is fine: the call still ran.
+                let _ = answers.send(answer);
+                std::future::ready(())
+            })
+            .await;
+    });
     receiver
 }
 
+/// A master never reached answers like one that refused the connection:
+/// its background connect keeps failing, so it counts as down.
 fn not_connected(master: &Master) -> LockError {
-    LockError::Redis(redis::RedisError::from((
-        redis::ErrorKind::Io,
-        "Redlock master not connected",
+    LockError::Redis(redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
         format!(
-            "{} has not been reached yet; retrying in the background",
+            "Redlock master {} has not been reached yet; retrying in the background",
             master.addr()
         ),
     )))

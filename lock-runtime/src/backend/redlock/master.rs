@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::backend::redis::RedisBackend;
-use crate::scripts;
+use crate::backend::script::LuaScript;
+use crate::backend::single::SingleBackend;
 use crate::{LockConfig, LockError};
 
 /// Least time between two connect attempts to a master that is down.
@@ -23,6 +23,8 @@ pub(super) struct Master {
     /// For the release listener, which opens its own connection.
     client: redis::Client,
     config: LockConfig,
+    /// Loaded on the master at each first connect.
+    scripts: &'static [&'static LuaScript],
     state: Mutex<Slot>,
 }
 
@@ -31,7 +33,7 @@ pub(super) struct Master {
 struct Slot {
     /// Set once, at the first successful connect; its managers then
     /// reconnect on their own.
-    backend: Option<Arc<RedisBackend>>,
+    backend: Option<Arc<SingleBackend>>,
     /// A background attempt is running.
     connecting: bool,
     last_failure: Option<Instant>,
@@ -39,11 +41,16 @@ struct Slot {
 
 impl Master {
     /// A slot for the master at `info`, not connected yet.
-    pub(super) fn new(info: redis::ConnectionInfo, config: &LockConfig) -> Result<Self, LockError> {
+    pub(super) fn new(
+        info: redis::ConnectionInfo,
+        config: &LockConfig,
+        scripts: &'static [&'static LuaScript],
+    ) -> Result<Self, LockError> {
         Ok(Self {
             client: redis::Client::open(info.clone())?,
             info,
             config: config.clone(),
+            scripts,
             state: Mutex::new(Slot::default()),
         })
     }
@@ -60,9 +67,14 @@ impl Master {
 
     /// Connects now, within the connect timeout (start-up).
     pub(super) async fn connect(&self) -> Result<(), LockError> {
-        let result = RedisBackend::connect(self.info.clone(), &self.config).await;
+        let result = SingleBackend::connect(self.info.clone(), &self.config).await;
         if let Ok(backend) = &result {
-            preload(backend, self.config.response_timeout).await;
+            // The first rounds on a fresh master then take one round trip
+            // and not two (`NOSCRIPT`, then the script in full): a round's
+            // calls are bounded by a tenth of the lease. Best effort.
+            backend
+                .preload(self.scripts, self.config.response_timeout)
+                .await;
         }
         let mut slot = self.slot();
         match result {
@@ -80,7 +92,7 @@ impl Master {
     /// The connections, if this master was ever reached. When it was not,
     /// starts a background attempt (at most one at a time, at most one per
     /// [`RETRY_PAUSE`]) and answers `None` at once.
-    pub(super) fn backend(self: &Arc<Self>) -> Option<Arc<RedisBackend>> {
+    pub(super) fn backend(self: &Arc<Self>) -> Option<Arc<SingleBackend>> {
         let mut slot = self.slot();
         if let Some(backend) = &slot.backend {
             return Some(backend.clone());
@@ -111,25 +123,5 @@ impl Master {
     fn slot(&self) -> MutexGuard<'_, Slot> {
         // The slot stays consistent even if a holder panicked mid-update.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Loads the scripts a Redlock round runs, so that the first rounds on a
-/// fresh master take one round trip and not three (`NOSCRIPT`, load,
-/// retry): a round's calls are bounded by a tenth of the lease. Best
-/// effort; a call finding a script missing still loads it itself.
-async fn preload(backend: &RedisBackend, bound: Duration) {
-    let mut connection = backend.pool[0].clone();
-    let all = [
-        &*scripts::ACQUIRE,
-        &*scripts::RAISE_FENCE,
-        &*scripts::RELEASE,
-        &*scripts::EXTEND_FENCED,
-    ];
-    for script in all {
-        let load = script.load_async(&mut connection);
-        if !matches!(tokio::time::timeout(bound, load).await, Ok(Ok(_))) {
-            return;
-        }
     }
 }

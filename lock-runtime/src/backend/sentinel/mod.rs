@@ -1,6 +1,6 @@
 //! One master found, and followed across failovers, through Sentinel.
 //!
-//! The sentinels name the master; a [`RedisBackend`] talks to it, kept in
+//! The sentinels name the master; a [`SingleBackend`] talks to it, kept in
 //! a slot that is swapped for a new one when the sentinels name another
 //! server. Every call goes to the backend in the slot at that moment.
 //!
@@ -35,11 +35,10 @@ use std::time::{Duration, Instant};
 
 use redis::ConnectionInfo;
 
-use super::redis::RedisBackend;
-use super::{AcquireReply, ClientSource, ReleaseFeed, Renewal, Renewed};
+use super::script::{LuaScript, ScriptCall};
+use super::single::SingleBackend;
+use super::{BatchEntry, ClientSource, ReleaseFeed, Route};
 use crate::config::ReplicaAck;
-use crate::keys::LockKeys;
-use crate::token::OwnerToken;
 use crate::{LockConfig, LockError};
 use resolver::Resolver;
 
@@ -69,7 +68,7 @@ struct Shared {
 /// The master in use, and the connections to it.
 struct Master {
     address: ConnectionInfo,
-    backend: RedisBackend,
+    backend: SingleBackend,
     /// Bumped on every swap, so a caller can tell that someone else
     /// already followed the failover it ran into.
     generation: u64,
@@ -88,7 +87,7 @@ impl SentinelBackend {
     ) -> Result<Self, LockError> {
         let mut resolver = Resolver::new(sentinels, master, node, config.connect_timeout);
         let address = resolver.master().await?;
-        let backend = RedisBackend::connect(address.clone(), config).await?;
+        let backend = SingleBackend::connect(address.clone(), config).await?;
         tracing::debug!(master, address = %address.addr(), "sentinels named the master");
         let shared = Arc::new(Shared {
             current: RwLock::new(Arc::new(Master {
@@ -137,44 +136,40 @@ impl SentinelBackend {
         }))
     }
 
-    /// One run of the acquire step on the current master (see
-    /// [`RedisBackend::acquire`]).
-    pub(crate) async fn acquire(
+    /// Runs `call` on the current master (see [`SingleBackend::run`]).
+    pub(crate) async fn run<T: redis::FromRedisValue>(
         &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        replicas: Option<ReplicaAck>,
-    ) -> Result<AcquireReply, LockError> {
+        route: Route,
+        call: &ScriptCall,
+    ) -> Result<T, LockError> {
         self.shared
-            .call(|master| async move {
-                master
-                    .backend
-                    .acquire(conn, keys, token, ttl_ms, replicas)
-                    .await
-            })
+            .call(|master| async move { master.backend.run(route, call).await })
             .await
     }
 
-    /// Deletes the lock on the current master if it is still ours.
-    pub(crate) async fn release(
+    /// Runs `call` on the current master and waits for its replicas (see
+    /// [`SingleBackend::run_then_wait`]).
+    pub(crate) async fn run_then_wait<T: redis::FromRedisValue>(
         &self,
-        conn: usize,
-        keys: &LockKeys,
-        token: &OwnerToken,
-    ) -> Result<bool, LockError> {
+        route: Route,
+        call: &ScriptCall,
+        ack: ReplicaAck,
+    ) -> Result<(T, u32), LockError> {
         self.shared
-            .call(|master| async move { master.backend.release(conn, keys, token).await })
+            .call(|master| async move { master.backend.run_then_wait(route, call, ack).await })
             .await
     }
 
-    /// Renews a batch on the current master: a lease its data does not
-    /// hold for us (a write lost in the failover) is answered
-    /// [`Renewed::Gone`].
-    pub(crate) async fn extend(&self, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
+    /// Runs a batch on the current master: a lease whose key the new
+    /// master's data lacks (a write lost in the failover) is answered "not
+    /// ours" there.
+    pub(crate) async fn run_batch(
+        &self,
+        script: &'static LuaScript,
+        entries: &[BatchEntry],
+    ) -> Result<Vec<Option<redis::Value>>, LockError> {
         self.shared
-            .call(|master| async move { master.backend.extend(batch).await })
+            .call(|master| async move { master.backend.run_batch(script, entries).await })
             .await
     }
 }
@@ -239,7 +234,7 @@ impl Shared {
         if address.addr() == current.address.addr() {
             return current;
         }
-        let backend = match RedisBackend::connect(address.clone(), &self.config).await {
+        let backend = match SingleBackend::connect(address.clone(), &self.config).await {
             Ok(backend) => backend,
             Err(err) => {
                 tracing::warn!(address = %address.addr(), error = %err, "cannot reach the master the sentinels named");

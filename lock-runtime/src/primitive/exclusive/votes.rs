@@ -3,12 +3,8 @@
 
 use std::time::Duration;
 
-use crate::backend::Renewed;
-
-/// Masters a majority of `masters` needs: N/2 + 1.
-pub(super) fn quorum(masters: usize) -> usize {
-    masters / 2 + 1
-}
+use super::Renewed;
+use crate::backend::redlock::quorum;
 
 /// One master's answer to an acquire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,8 +13,12 @@ pub(super) enum Vote {
     Granted(u64),
     /// Someone else holds it there, for `pttl` more.
     Busy(Option<Duration>),
-    /// No answer (error, timeout, not connected).
-    Failed,
+    /// No answer: `down` when the master refused the connection or was
+    /// never reached, else an error or a timeout (maybe only slow).
+    Failed {
+        /// Known down rather than slow.
+        down: bool,
+    },
 }
 
 /// What an acquire round decided.
@@ -35,8 +35,9 @@ pub(super) enum Verdict {
     /// Other owners hold too many masters for a majority now; it may
     /// become possible after `pttl`.
     Busy { pttl: Option<Duration> },
-    /// Too many masters failed for a majority, whatever the owners do.
-    Failed { granted: usize },
+    /// Too many masters failed for a majority, whatever the owners do;
+    /// `down` when the masters known down alone make a majority impossible.
+    Failed { granted: usize, down: bool },
 }
 
 /// The answers of one acquire round so far.
@@ -49,6 +50,8 @@ pub(super) struct AcquireVotes {
     /// Masters that answered busy, with the owner's remaining lease.
     busy: Vec<(usize, Option<Duration>)>,
     failed: usize,
+    /// Of the failed, those known down.
+    down: usize,
 }
 
 impl AcquireVotes {
@@ -60,6 +63,7 @@ impl AcquireVotes {
             fence: 0,
             busy: Vec::new(),
             failed: 0,
+            down: 0,
         }
     }
 
@@ -71,7 +75,10 @@ impl AcquireVotes {
                 self.fence = self.fence.max(fence);
             }
             Vote::Busy(pttl) => self.busy.push((index, pttl)),
-            Vote::Failed => self.failed += 1,
+            Vote::Failed { down } => {
+                self.failed += 1;
+                self.down += usize::from(down);
+            }
         }
     }
 
@@ -106,6 +113,7 @@ impl AcquireVotes {
         if self.failed + missing > self.total - needed {
             return Verdict::Failed {
                 granted: self.granted.len(),
+                down: self.down > self.total - needed,
             };
         }
         // Enough masters answered that a majority is possible once other
@@ -209,6 +217,29 @@ mod tests {
     }
 
     #[test]
+    fn a_majority_down_is_told_apart_from_slow_masters() {
+        let down = Vote::Failed { down: true };
+        let slow = Vote::Failed { down: false };
+        let votes = round(&[down, down, down, Vote::Granted(1), Vote::Granted(1)]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Failed {
+                granted: 2,
+                down: true
+            })
+        );
+        // Three failures, but only two known down: the third may be slow.
+        let votes = round(&[down, down, slow, Vote::Granted(1), Vote::Granted(1)]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Failed {
+                granted: 2,
+                down: false
+            })
+        );
+    }
+
+    #[test]
     fn three_grants_of_five_decide_at_once_with_the_highest_fence() {
         let votes = round(&[Vote::Granted(4), Vote::Granted(9), Vote::Granted(7)]);
         assert_eq!(
@@ -225,7 +256,7 @@ mod tests {
     fn counters_in_step_need_no_raise() {
         let votes = round(&[
             Vote::Granted(7),
-            Vote::Failed,
+            Vote::Failed { down: false },
             Vote::Granted(7),
             Vote::Granted(7),
         ]);
@@ -265,10 +296,21 @@ mod tests {
 
     #[test]
     fn three_failures_of_five_decide_failed_once_all_answered() {
-        let mut votes = round(&[Vote::Failed, Vote::Granted(1), Vote::Failed, Vote::Failed]);
+        let mut votes = round(&[
+            Vote::Failed { down: false },
+            Vote::Granted(1),
+            Vote::Failed { down: false },
+            Vote::Failed { down: false },
+        ]);
         assert_eq!(votes.decided(), None);
         votes.add(4, Vote::Granted(3));
-        assert_eq!(votes.decided(), Some(Verdict::Failed { granted: 2 }));
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Failed {
+                granted: 2,
+                down: false
+            })
+        );
     }
 
     #[test]
@@ -277,10 +319,10 @@ mod tests {
             Vote::Granted(1),
             Vote::Busy(MS(300)),
             Vote::Busy(MS(200)),
-            Vote::Failed,
+            Vote::Failed { down: false },
         ]);
         assert_eq!(votes.decided(), None);
-        votes.add(4, Vote::Failed);
+        votes.add(4, Vote::Failed { down: false });
         // Two failures of five: a majority is possible once both owners
         // let go, the later at 300 ms.
         assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(300) }));
@@ -289,9 +331,19 @@ mod tests {
 
     #[test]
     fn missing_answers_count_as_failures() {
-        let votes = round(&[Vote::Granted(1), Vote::Failed, Vote::Busy(MS(5))]);
+        let votes = round(&[
+            Vote::Granted(1),
+            Vote::Failed { down: false },
+            Vote::Busy(MS(5)),
+        ]);
         assert_eq!(votes.decided(), None);
-        assert_eq!(votes.verdict(2), Verdict::Failed { granted: 1 });
+        assert_eq!(
+            votes.verdict(2),
+            Verdict::Failed {
+                granted: 1,
+                down: false
+            }
+        );
         // Two missing of five still leave a majority once the owner lets go.
         let votes = round(&[Vote::Granted(1), Vote::Granted(2), Vote::Busy(MS(5))]);
         assert_eq!(votes.decided(), None);

@@ -1,0 +1,333 @@
+//! Taking a lock: try, wait for a release, try again, within the caller's
+//! `wait`, and never leave a lock held by nobody.
+//!
+//! # Waiting
+//! On a busy lock the attempt subscribes to the lock's release channel,
+//! tries once more (a release between the try and the subscription would
+//! otherwise go unheard), then sleeps until a release message, the end of
+//! the owner's lease (the PTTL the script returned), or a capped jittered
+//! backoff, whichever comes first.
+//!
+//! # Bounded
+//! The whole acquisition returns within its wait plus two bounded round
+//! trips (each `connect_timeout + response_timeout`), plus the replica
+//! timeout when it waits for replicas, whatever the servers do: the try in
+//! flight when the wait runs out, and one retry of a call whose connection
+//! dropped or was refused (a server that just came back). Topologies that
+//! need more (a Sentinel lookup, Redlock's rounds) are cut at that bound.
+//!
+//! # Never held by nobody
+//! From the moment a try may have reached the server until an answer
+//! proves otherwise, the attempt is *armed*: dropped in that state
+//! (cancelled by its caller, cut at its bound, or failed) it releases the
+//! lock it may have taken. The release goes the same way as the try (same
+//! connection, so it cannot overtake it) and, on Redlock, only after every
+//! call the try left running on a slow master has ended. A grant that came
+//! back after its validity ran out is given back before the next try.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::Route;
+use crate::backend::flights::{InFlight, Landing, in_flight};
+use crate::config::ReplicaAck;
+use crate::keys::LockKeys;
+use crate::lease::Lease;
+use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
+use crate::stats::Counters;
+use crate::token::OwnerToken;
+use crate::wait::{Backoff, Subscription};
+use crate::{LockError, LockGuard, Locker, clock, validity};
+
+/// What the request decided.
+pub(crate) struct Plan {
+    pub(crate) keys: LockKeys,
+    /// The lease, in whole milliseconds.
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) renews: bool,
+    pub(crate) replicas: Option<ReplicaAck>,
+}
+
+/// One acquisition in progress.
+pub(crate) struct Attempt<'a> {
+    locker: &'a Locker,
+    plan: Plan,
+    token: OwnerToken,
+    route: Route,
+    flight: InFlight,
+    /// Taken by the lease, or by the clean-up.
+    landing: Option<Landing>,
+    armed: bool,
+}
+
+impl<'a> Attempt<'a> {
+    pub(crate) fn new(locker: &'a Locker, plan: Plan) -> Self {
+        let (flight, landing) = in_flight();
+        Self {
+            route: Route {
+                conn: locker.backend().pick(),
+                blocking: plan.replicas.is_some(),
+            },
+            locker,
+            plan,
+            token: OwnerToken::random(),
+            flight,
+            landing: Some(landing),
+            armed: false,
+        }
+    }
+
+    /// Runs the attempt to its end, within its bound (see the module docs).
+    pub(crate) async fn run(mut self) -> Result<LockGuard, LockError> {
+        let call_bound = self.locker.config().call_bound();
+        let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
+        let bound = self
+            .plan
+            .wait
+            .saturating_add(replicas)
+            .saturating_add(call_bound * 2);
+        match tokio::time::timeout(bound, self.attempt()).await {
+            Ok(result) => result,
+            // Still armed if a try was in flight: the drop cleans up.
+            Err(_) => Err(LockError::redis_timeout("acquire", bound)),
+        }
+    }
+
+    async fn attempt(&mut self) -> Result<LockGuard, LockError> {
+        let started = clock::now();
+        let config = self.locker.config();
+        let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
+        let mut subscription: Option<Subscription> = None;
+        let mut subscribed = false;
+        let mut contended = false;
+        loop {
+            if let Some(subscription) = subscription.as_mut() {
+                subscription.mark_seen();
+            }
+            let (sent_at, reply) = self.send().await?;
+            let left = self.plan.wait.saturating_sub(started.elapsed_on_clock());
+            let pttl = match reply {
+                AcquireReply::Acquired { fence } => {
+                    if validity::validity_end(sent_at, self.plan.ttl) > clock::now() {
+                        return Ok(self.granted(fence, sent_at, started, contended));
+                    }
+                    // The answer came after the lease could have run out, so
+                    // the lock may already be someone else's: give it back,
+                    // and try again after a pause (a machine this slow would
+                    // otherwise spin on the server).
+                    tracing::debug!(
+                        "acquire answered after its lease could have expired; retrying"
+                    );
+                    self.give_back().await;
+                    self.pause_or_time_out(&mut backoff, left, started).await?;
+                    continue;
+                }
+                AcquireReply::Unknown => {
+                    self.pause_or_time_out(&mut backoff, left, started).await?;
+                    continue;
+                }
+                AcquireReply::NoQuorum {
+                    granted,
+                    needed,
+                    down,
+                } => {
+                    let failed = LockError::QuorumNotReached {
+                        key: self.plan.keys.name().to_owned(),
+                        granted,
+                        needed,
+                    };
+                    // Slow masters may answer in time on a later round; a
+                    // majority that refuses connections will not.
+                    if down || left.is_zero() {
+                        return Err(failed);
+                    }
+                    tokio::time::sleep(backoff.next_pause().min(left)).await;
+                    continue;
+                }
+                AcquireReply::Busy { pttl } => pttl,
+            };
+            contended = true;
+            if left.is_zero() {
+                return Err(self.timeout(started));
+            }
+            if !subscribed {
+                // Subscribe, then try again at once: a release between our
+                // try and the subscription would otherwise go unheard.
+                subscribed = true;
+                let patience = left.min(config.response_timeout);
+                let listening = self.locker.releases().subscribe(self.plan.keys.channel());
+                subscription = tokio::time::timeout(patience, listening).await.ok();
+                continue;
+            }
+            let owner_lease_end = pttl.map_or(Duration::MAX, |p| p + Duration::from_millis(1));
+            let pause = backoff.next_pause().min(owner_lease_end).min(left);
+            let counters = self.locker.counters();
+            match subscription.as_mut() {
+                Some(subscription) => tokio::select! {
+                    () = subscription.released() => Counters::bump(&counters.release_wakeups),
+                    () = tokio::time::sleep(pause) => Counters::bump(&counters.timer_wakeups),
+                },
+                None => {
+                    tokio::time::sleep(pause).await;
+                    Counters::bump(&counters.timer_wakeups);
+                }
+            }
+        }
+    }
+
+    /// One try, and one more if the connection dropped or was refused under
+    /// it (a server that restarted: the first call after it comes back
+    /// meets the old connection's failure). The acquire script is
+    /// idempotent for our token, so a retry after a lost reply finds the
+    /// lock ours instead of busy.
+    async fn send(&mut self) -> Result<(Instant, AcquireReply), LockError> {
+        self.armed = true;
+        let mut retried = false;
+        loop {
+            let sent_at = clock::now();
+            let acquisition = Acquisition {
+                route: self.route,
+                keys: &self.plan.keys,
+                token: &self.token,
+                ttl: self.plan.ttl,
+                replicas: self.plan.replicas,
+                flight: &self.flight,
+            };
+            match exclusive::acquire(self.locker.backend(), &acquisition).await {
+                Ok(reply) => {
+                    // A busy answer, or a Redlock round that cleaned up
+                    // after itself, proves no try of ours holds the lock.
+                    if matches!(
+                        reply,
+                        AcquireReply::Busy { .. } | AcquireReply::NoQuorum { .. }
+                    ) {
+                        self.armed = false;
+                    }
+                    return Ok((sent_at, reply));
+                }
+                Err(LockError::Redis(err)) if !retried && worth_one_retry(&err) => {
+                    tracing::debug!(error = %err, "acquire met a dropped or refused connection; retrying once");
+                    retried = true;
+                }
+                Err(err) => {
+                    // Released again before this error was returned.
+                    if matches!(err, LockError::NotReplicated { .. }) {
+                        self.armed = false;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Gives back a grant that came too late to use (on the try's route,
+    /// so after it); the attempt stays armed if that fails.
+    async fn give_back(&mut self) {
+        let released = exclusive::release(
+            self.locker.backend(),
+            self.route,
+            &self.plan.keys,
+            &self.token,
+        );
+        if released.await.is_ok() {
+            self.armed = false;
+        }
+    }
+
+    /// Sleeps a backoff step, or fails with a timeout when no wait is left.
+    async fn pause_or_time_out(
+        &self,
+        backoff: &mut Backoff,
+        left: Duration,
+        started: Instant,
+    ) -> Result<(), LockError> {
+        if left.is_zero() {
+            return Err(self.timeout(started));
+        }
+        tokio::time::sleep(backoff.next_pause().min(left)).await;
+        Ok(())
+    }
+
+    fn timeout(&self, started: Instant) -> LockError {
+        LockError::Timeout {
+            key: self.plan.keys.name().to_owned(),
+            waited: started.elapsed_on_clock(),
+        }
+    }
+
+    fn granted(
+        &mut self,
+        fence: u64,
+        sent_at: Instant,
+        started: Instant,
+        contended: bool,
+    ) -> LockGuard {
+        self.armed = false;
+        let locker = self.locker;
+        let counters = locker.counters();
+        Counters::bump(&counters.acquired);
+        if contended {
+            Counters::bump(&counters.contended);
+        }
+        let lease = Arc::new(Lease::new(
+            locker.next_lease_id(),
+            self.plan.keys.clone(),
+            self.token.clone(),
+            fence,
+            self.plan.ttl,
+            Route::pooled(self.route.conn),
+            sent_at,
+        ));
+        locker
+            .watchdog()
+            .watch(lease.clone(), self.plan.renews, sent_at);
+        tracing::debug!(
+            key = self.plan.keys.name(),
+            fence,
+            waited_ms = u64::try_from(started.elapsed_on_clock().as_millis()).unwrap_or(u64::MAX),
+            "lock acquired"
+        );
+        LockGuard::new(lease, locker.clone(), self.landing.take())
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // After every call this attempt left running has ended, on the
+        // same route: the release cannot overtake the grant it undoes.
+        let landing = self.landing.take();
+        let backend = self.locker.backend().clone();
+        let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
+        self.locker.background().spawn(async move {
+            if let Some(landing) = landing {
+                landing.landed().await;
+            }
+            if let Err(err) = exclusive::release(&backend, route, &keys, &token).await {
+                tracing::debug!(key = keys.name(), error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
+            }
+        });
+    }
+}
+
+/// A failed call worth repeating at once: the connection broke under it, or
+/// was refused (the manager reconnects meanwhile; a server that restarted
+/// answers the retry). Not a timeout: that bound is already spent.
+fn worth_one_retry(err: &redis::RedisError) -> bool {
+    (err.is_connection_dropped() || err.is_unrecoverable_error() || err.is_connection_refusal())
+        && !err.is_timeout()
+}
+
+/// Time since an instant of the [`clock`].
+trait ElapsedOnClock {
+    fn elapsed_on_clock(&self) -> Duration;
+}
+
+impl ElapsedOnClock for Instant {
+    fn elapsed_on_clock(&self) -> Duration {
+        clock::now().saturating_duration_since(*self)
+    }
+}

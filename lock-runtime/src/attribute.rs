@@ -1,0 +1,137 @@
+//! What a `#[distributed_lock]` function does at run time: take the lock
+//! (or, nested in a call that holds it, wait its turn), run the body as its
+//! `on_lost` says, release. The generated code reaches this through
+//! [`crate::__private`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::background::on_background;
+use crate::lost::{self, OnLost};
+use crate::reentrancy::{Frame, held_by_this_task, holding};
+use crate::{LockError, LockHandle, Locker};
+
+/// The attribute's options, as written (None: the locker's default).
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// `ttl = ".."`.
+    pub ttl: Option<Duration>,
+    /// `wait = ".."`.
+    pub wait: Option<Duration>,
+    /// `watchdog = ..`.
+    pub watchdog: bool,
+    /// `on_lost = ".."`.
+    pub on_lost: OnLost,
+    /// `reentrant = ..`: whether a call nested in one that holds the same
+    /// key runs under that lock (`true`) or fails at once.
+    pub reentrant: bool,
+}
+
+/// Acquires the lock, runs `body` while holding it, releases it.
+///
+/// `Ok(body's output)`, or the lock error (not acquired, or lost while
+/// `on_lost = "cancel"`), which the generated code converts with `From`.
+pub async fn run_locked<F: Future>(
+    locker: Result<Locker, LockError>,
+    key: String,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let locker = locker?;
+    if let Some(holder) = held_by_this_task(&locker, &key) {
+        return run_nested(&locker, key, holder, options, body).await;
+    }
+    let mut request = locker.lock(key).watchdog(options.watchdog);
+    if let Some(ttl) = options.ttl {
+        request = request.ttl(ttl);
+    }
+    if let Some(wait) = options.wait {
+        request = request.wait(wait);
+    }
+    let guard = request.acquire().await?;
+    let handle = guard.handle();
+    let key = guard.key().to_owned();
+    let outcome = run_body(&locker, &handle, options.on_lost, body).await;
+    match guard.release().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(key, "the body finished after its lock was lost"),
+        // The body's work is done; the lease simply runs out.
+        Err(err) => {
+            tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
+        }
+    }
+    outcome.ok_or(LockError::Lost { key })
+}
+
+/// A call nested in one that holds its key: no acquisition, one nested call
+/// at a time per holder (see [`crate::reentrancy`]). The holder's lease
+/// governs, so the nested call's `ttl` and `watchdog` do not apply; its
+/// `wait` bounds its wait for its turn, and its `on_lost` is its own.
+async fn run_nested<F: Future>(
+    locker: &Locker,
+    key: String,
+    holder: Frame,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    if !options.reentrant {
+        return Err(LockError::HeldByThisTask { key });
+    }
+    let mut request = locker.lock(key.as_str());
+    if let Some(ttl) = options.ttl {
+        request = request.ttl(ttl);
+    }
+    if let Some(wait) = options.wait {
+        request = request.wait(wait);
+    }
+    let wait = request.resolved_wait();
+    // On the library's clock: a sibling that holds the turn may be waiting
+    // on Redis, which an application's paused clock knows nothing of.
+    let waiting = tokio::time::timeout(wait, holder.turns.clone().lock_owned());
+    let Ok(_turn) = on_background(locker.background(), waiting).await else {
+        return Err(LockError::Timeout { key, waited: wait });
+    };
+    if !holder.handle.is_held() {
+        return Err(LockError::Lost { key });
+    }
+    run_body(locker, &holder.handle, options.on_lost, body)
+        .await
+        .ok_or(LockError::Lost { key })
+}
+
+/// Runs `body` as a call holding `handle`: `None` when the lock was lost
+/// and `on_lost = "cancel"` (cancelled, or finished after the lease ran
+/// out: a process paused past its lease can finish before the watchdog
+/// runs again, and the local validity check catches that).
+async fn run_body<F: Future>(
+    locker: &Locker,
+    handle: &LockHandle,
+    on_lost: OnLost,
+    body: F,
+) -> Option<F::Output> {
+    if !handle.is_held() {
+        // Granted, but with no validity left to run the body in.
+        return None;
+    }
+    let output = holding(
+        locker,
+        handle.clone(),
+        lost::guarded(handle.lease(), on_lost, body),
+    )
+    .await;
+    match output {
+        Some(output) if on_lost == OnLost::Cancel && !handle.is_held() => {
+            drop(output);
+            None
+        }
+        None => {
+            tracing::warn!(
+                key = handle.key(),
+                fence = handle.fence(),
+                "lock lost; the body was cancelled"
+            );
+            None
+        }
+        output => output,
+    }
+}

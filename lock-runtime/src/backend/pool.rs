@@ -1,0 +1,35 @@
+//! Opening a topology's connections at start-up.
+
+use std::future::Future;
+
+use crate::{LockConfig, LockError};
+
+/// Opens the `pool_size` connections for lock traffic and one more for the
+/// watchdog's renewals (returned apart), all within the connect timeout, so
+/// a service learns at start-up, not at its first lock, that the server
+/// cannot be reached.
+pub(crate) async fn open_pool<C, Open, Opening>(
+    config: &LockConfig,
+    what: &str,
+    mut open: Open,
+) -> Result<(Vec<C>, C), LockError>
+where
+    Open: FnMut() -> Opening,
+    Opening: Future<Output = redis::RedisResult<C>>,
+{
+    let connect_all = async {
+        let mut pool = Vec::with_capacity(config.pool_size + 1);
+        for _ in 0..=config.pool_size {
+            pool.push(open().await?);
+        }
+        Ok::<_, redis::RedisError>(pool)
+    };
+    let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
+        Ok(pool) => pool?,
+        Err(_) => return Err(LockError::redis_timeout(what, config.connect_timeout)),
+    };
+    let renewals = pool
+        .pop()
+        .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
+    Ok((pool, renewals))
+}

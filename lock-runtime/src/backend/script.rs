@@ -1,0 +1,143 @@
+//! A Lua script call, as every topology runs it: by SHA (`EVALSHA`), and in
+//! full (`EVAL`) on a node that answers `NOSCRIPT` (restarted, flushed, or
+//! new to a slot). `EVAL` runs the script and caches it on that node in one
+//! round trip, and touches no other node: a `SCRIPT LOAD` on every node
+//! would let one frozen node stall the locks of all the others.
+
+use redis::{Cmd, FromRedisValue};
+
+/// A script's Lua and its SHA1, computed once.
+pub(crate) struct LuaScript {
+    source: &'static str,
+    hash: String,
+}
+
+impl LuaScript {
+    /// The script `source`.
+    pub(crate) fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            hash: redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+
+    /// A call of this script with no keys or arguments yet.
+    pub(crate) fn call(&'static self) -> ScriptCall {
+        ScriptCall {
+            script: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// `SCRIPT LOAD` of this script, to warm a fresh node.
+    pub(crate) fn load_command(&self) -> Cmd {
+        let mut command = redis::cmd("SCRIPT");
+        command.arg("LOAD").arg(self.source);
+        command
+    }
+}
+
+/// One script with its keys and arguments. The first key routes the call
+/// (on a cluster, to the node that serves its slot).
+#[derive(Clone)]
+pub(crate) struct ScriptCall {
+    script: &'static LuaScript,
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+impl ScriptCall {
+    /// Appends a key (`KEYS[n]`).
+    pub(crate) fn key(&mut self, key: impl Into<String>) -> &mut Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    /// Appends an argument (`ARGV[n]`).
+    pub(crate) fn arg(&mut self, arg: impl ToString) -> &mut Self {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    /// `EVALSHA`, the usual form.
+    pub(crate) fn by_hash(&self) -> Cmd {
+        self.command("EVALSHA", &self.script.hash)
+    }
+
+    /// `EVAL` with the whole source, for a node that lacks the script.
+    pub(crate) fn in_full(&self) -> Cmd {
+        self.command("EVAL", self.script.source)
+    }
+
+    fn command(&self, name: &str, script: &str) -> Cmd {
+        let mut command = redis::cmd(name);
+        command
+            .arg(script)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        command
+    }
+
+    /// Runs the call on `connection`: by SHA, and once more in full if the
+    /// node lacks the script (a `NOSCRIPT` answer means it did not run).
+    pub(crate) async fn run<T, C>(&self, connection: &mut C) -> redis::RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: redis::aio::ConnectionLike + Send,
+    {
+        match self.by_hash().query_async(connection).await {
+            Err(err) if err.code() == Some("NOSCRIPT") => {
+                self.in_full().query_async(connection).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::LazyLock;
+
+    static ECHO: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new("return ARGV[1]"));
+
+    fn words(command: &Cmd) -> Vec<String> {
+        command
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => "<not simple>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keys_come_before_arguments_whatever_the_order_they_were_added() {
+        let mut call = ECHO.call();
+        call.key("lock:{a}").arg("t1").arg(100_u64);
+        call.key("lock:{a}:x").arg("t2");
+        assert_eq!(
+            words(&call.by_hash()),
+            [
+                "EVALSHA",
+                ECHO.hash.as_str(),
+                "2",
+                "lock:{a}",
+                "lock:{a}:x",
+                "t1",
+                "100",
+                "t2"
+            ]
+        );
+        let in_full = words(&call.in_full());
+        assert_eq!(in_full[1], "return ARGV[1]");
+        assert_eq!(in_full[2..], words(&call.by_hash())[2..]);
+    }
+
+    #[test]
+    fn the_hash_is_the_sha1_of_the_source() {
+        assert_eq!(ECHO.hash, redis::Script::new("return ARGV[1]").get_hash());
+    }
+}

@@ -1,0 +1,179 @@
+//! A single Redis server (or a proxy that looks like one).
+//!
+//! Lock traffic is spread round-robin over a small fixed set of multiplexed,
+//! self-reconnecting [`ConnectionManager`]s: no checkout and no per-use
+//! round trip, so one lock costs exactly the round trips of its scripts.
+//! Acquisitions that wait for replicas (`WAIT`) run on connections of their
+//! own, one per pool slot, opened at first use: `WAIT` blocks its
+//! connection, and lock traffic must never queue behind it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::FromRedisValue;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::OnceCell;
+
+use super::script::{LuaScript, ScriptCall};
+use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, bounded};
+use crate::config::ReplicaAck;
+use crate::{LockConfig, LockError};
+
+/// The pooled connections to one Redis server.
+pub(crate) struct SingleBackend {
+    pool: Box<[ConnectionManager]>,
+    /// The watchdog's connection: a round of large renewal batches never
+    /// queues in front of anyone's acquire or release.
+    renewals: ConnectionManager,
+    next: AtomicUsize,
+    client: redis::Client,
+    /// Connections for acquisitions followed by `WAIT`, one per pool slot.
+    blocking: Box<[OnceCell<ConnectionManager>]>,
+    manager_config: ConnectionManagerConfig,
+    /// Upper bound of one call: reconnecting plus waiting for the answer.
+    call_bound: Duration,
+}
+
+impl SingleBackend {
+    /// Opens every pooled connection, failing fast when the server is
+    /// unreachable: a service learns at start-up, not at its first lock.
+    pub(crate) async fn connect(
+        server: redis::ConnectionInfo,
+        config: &LockConfig,
+    ) -> Result<Self, LockError> {
+        let client = redis::Client::open(server)?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout))
+            // Few, quick reconnect attempts: a call during an outage should
+            // fail within its bound, and the next call starts a fresh attempt.
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200));
+        let (pool, renewals) = super::pool::open_pool(config, "connecting to Redis", || {
+            ConnectionManager::new_with_config(client.clone(), manager_config.clone())
+        })
+        .await?;
+        Ok(Self {
+            pool: pool.into(),
+            renewals,
+            next: AtomicUsize::new(0),
+            client,
+            blocking: (0..config.pool_size).map(|_| OnceCell::new()).collect(),
+            manager_config,
+            call_bound: config.call_bound(),
+        })
+    }
+
+    /// The next pooled connection, round-robin. Callers keep the index when
+    /// a later command must be ordered after an earlier one.
+    pub(crate) fn pick(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len()
+    }
+
+    /// Release messages are published on this server.
+    pub(crate) fn release_feed(&self) -> ReleaseFeed {
+        ReleaseFeed::PubSub(ClientSource::fixed(self.client.clone()))
+    }
+
+    /// Runs `call` on `route`'s connection, within the call bound.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        route: Route,
+        call: &ScriptCall,
+    ) -> Result<T, LockError> {
+        let mut connection = self.connection(route).await?;
+        bounded(self.call_bound, "a lock script", call.run(&mut connection)).await
+    }
+
+    /// Runs `call`, then `WAIT`s for `ack` on the same blocking connection
+    /// (`WAIT` counts the writes of its own connection).
+    pub(crate) async fn run_then_wait<T: FromRedisValue>(
+        &self,
+        route: Route,
+        call: &ScriptCall,
+        ack: ReplicaAck,
+    ) -> Result<(T, u32), LockError> {
+        let route = Route {
+            blocking: true,
+            ..route
+        };
+        let answer = self.run(route, call).await?;
+        let mut connection = self.connection(route).await?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(ack.replicas).arg(ack.timeout_ms());
+        let limit = self.call_bound + ack.timeout;
+        let acked: i64 = bounded(limit, "WAIT", wait.query_async(&mut connection)).await?;
+        Ok((answer, u32::try_from(acked).unwrap_or(0)))
+    }
+
+    /// Runs `call` on the watchdog's connection, within the call bound.
+    pub(crate) async fn run_renewal<T: FromRedisValue>(
+        &self,
+        call: &ScriptCall,
+    ) -> Result<T, LockError> {
+        let mut connection = self.renewals.clone();
+        bounded(
+            self.call_bound,
+            "a renewal script",
+            call.run(&mut connection),
+        )
+        .await
+    }
+
+    /// Runs a batch script over all of `entries` in one call, on the
+    /// watchdog's connection.
+    pub(crate) async fn run_batch(
+        &self,
+        script: &'static LuaScript,
+        entries: &[BatchEntry],
+    ) -> Result<Vec<Option<redis::Value>>, LockError> {
+        let mut call = script.call();
+        for entry in entries {
+            call.key(entry.key.as_str());
+            for arg in &entry.args {
+                call.arg(arg);
+            }
+        }
+        let answer = self.run_renewal(&call).await?;
+        Ok(batch_answers(answer, entries.len())?
+            .into_iter()
+            .map(Some)
+            .collect())
+    }
+
+    /// Loads `scripts` (best effort, each within the response bound), so
+    /// that the first calls on a fresh server take one round trip.
+    pub(crate) async fn preload(&self, scripts: &[&LuaScript], bound: Duration) {
+        let mut connection = self.pool[0].clone();
+        for script in scripts {
+            let load = script.load_command();
+            let loaded = tokio::time::timeout(bound, load.query_async::<String>(&mut connection));
+            if !matches!(loaded.await, Ok(Ok(_))) {
+                return;
+            }
+        }
+    }
+
+    /// The connection of `route`: the pooled one, or the slot's blocking
+    /// one, opened at first use. That one has no response timeout of its
+    /// own: `WAIT` may rightly take as long as asked, and every call on it
+    /// is bounded by its caller.
+    async fn connection(&self, route: Route) -> Result<ConnectionManager, LockError> {
+        if !route.blocking {
+            return Ok(self.pool[route.conn].clone());
+        }
+        let open = || async {
+            let config = self.manager_config.clone().set_response_timeout(None);
+            ConnectionManager::new_with_config(self.client.clone(), config).await
+        };
+        let opening = self.blocking[route.conn].get_or_try_init(open);
+        match tokio::time::timeout(self.call_bound, opening).await {
+            Ok(connection) => Ok(connection?.clone()),
+            Err(_) => Err(LockError::redis_timeout(
+                "connecting for WAIT",
+                self.call_bound,
+            )),
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The rules a configuration and a lock request must follow, each stated
+//! once: [`LockConfig::validate`](crate::LockConfig::validate), each lock
+//! request, and the topologies all ask here.
+
+use std::time::Duration;
+
+use crate::LockError;
+
+/// Shortest lease accepted: the shortest whole-millisecond lease that
+/// leaves any time to use the lock after the drift allowance and the
+/// reaction margin are taken off (see [`crate::validity`]). The attribute
+/// rejects a shorter literal `ttl` at compile time with the same bound.
+pub(crate) const MIN_TTL: Duration = Duration::from_millis(3);
+
+/// Longest lease accepted. A lease is a crash bound: one longer than a
+/// year is a mistake (and would overflow clock arithmetic long before Redis).
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks a lease length; `what` names it in the message (e.g. "default_ttl",
+/// "the ttl of lock `stock:42`"). Redis takes whole milliseconds, so the
+/// lease is judged as it will be sent.
+pub(crate) fn check_ttl(ttl: Duration, what: &str) -> Result<(), LockError> {
+    let sent = Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+    if crate::validity::usable(sent).is_zero() {
+        return Err(LockError::config(format!(
+            "{what} is {ttl:?}; it must be at least {MIN_TTL:?}: a shorter lease leaves no time to use the lock \
+             after the clock-drift allowance (ttl/100 + 2 ms) and the reaction margin (ttl/20)"
+        )));
+    }
+    if ttl > MAX_TTL {
+        return Err(LockError::config(format!(
+            "{what} is {ttl:?}; it must be at most a year: a lease is how long a crashed owner blocks everyone"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a lock name. Any non-empty text is a valid name: braces, spaces,
+/// newlines and glob characters are escaped or harmless in a key.
+pub(crate) fn check_lock_name(name: &str) -> Result<(), LockError> {
+    if name.is_empty() {
+        return Err(LockError::config(
+            "the lock key is empty; name the resource it guards, e.g. `stock:42`",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the key prefix: a `{` in it would make Redis hash part of the
+/// prefix instead of the lock's name, putting every lock in one cluster
+/// slot (or splitting a lock from its channel).
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
+    if prefix.contains('{') {
+        return Err(LockError::config(format!(
+            "key_prefix `{prefix}` contains `{{`; the lock name is the hash tag, so the prefix may not open one"
+        )));
+    }
+    Ok(())
+}
+
+/// The one message for `wait_for_replicas` on a topology without replicas
+/// to wait for (`kind` is `cluster` or `redlock`).
+pub(crate) fn replicas_unsupported(kind: &str) -> LockError {
+    LockError::config(format!(
+        "wait_for_replicas works with one server or Sentinel, not with {kind}: \
+         a Cluster's shards and Redlock's masters are not waited for; list more Redlock masters instead"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_judged_as_sent() {
+        assert!(check_ttl(Duration::from_millis(3), "ttl").is_ok());
+        // 2.9 ms is sent as 2 ms.
+        assert!(check_ttl(Duration::from_micros(2_900), "ttl").is_err());
+        assert!(check_ttl(Duration::ZERO, "ttl").is_err());
+        assert!(check_ttl(MAX_TTL, "ttl").is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_secs(1), "ttl").is_err());
+    }
+
+    #[test]
+    fn the_shortest_lease_is_the_first_with_time_to_use_it() {
+        let usable = |ttl| crate::validity::usable(ttl) > Duration::ZERO;
+        assert!(usable(MIN_TTL));
+        assert!(!usable(MIN_TTL - Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn a_prefix_may_not_open_a_hash_tag() {
+        assert!(check_prefix("lock:").is_ok());
+        assert!(check_prefix("a}b:").is_ok());
+        assert!(check_prefix("app{1}:").is_err());
+    }
+}

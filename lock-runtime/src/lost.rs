@@ -1,0 +1,116 @@
+//! What happens when a lock is lost, from start to end.
+//!
+//! **How it is noticed.** A held lease is watched by the locker's watchdog
+//! ([`crate::watchdog`]), which renews it every ttl/3:
+//!
+//! - A renewal answered "not yours" (the key was deleted, expired, taken
+//!   over, evicted, or missing on a new master after a failover): lost at
+//!   once, [`Cause::Refused`]. After a Sentinel failover the watchdog
+//!   renews every lease at once, so a lease that did not reach the new
+//!   master is found within a round trip, not at its next renewal.
+//! - Renewals that fail (server down, frozen, partitioned) are retried
+//!   until the lease's local validity runs out ([`crate::validity`]: the
+//!   ttl counted from the request's send, less the drift allowance and a
+//!   reaction margin that grows with the stalls the process saw): lost
+//!   then, [`Cause::Unconfirmed`]. That deadline is a timer of its own, so
+//!   a renewal stuck on a frozen server cannot delay it.
+//! - A fixed lease (`watchdog(false)`) is lost when its validity ends,
+//!   [`Cause::LeaseEnded`].
+//!
+//! Either way the holder is told before the key can expire on the server,
+//! with the reaction margin left to stop, as long as the process runs.
+//!
+//! **How it is told.** [`declare`] moves the lease from held to lost, once
+//! (a lease released by its holder is never reported lost), counts it, logs
+//! it at warn, and wakes everything waiting on [`signal`]: the guard's and
+//! handles' `lost()` futures, and `is_held()` turns false.
+//!
+//! **What the holder does.** Through the attribute, by its `on_lost`
+//! ([`OnLost`], applied by [`guarded`]): `cancel` (the default) drops the
+//! body at its next `.await` and the call returns `Err(LockError::Lost)`;
+//! `continue` lets the body finish (a stale write is then for the fence to
+//! refuse). A body that finished while the lease was no longer valid also
+//! returns `Err(LockError::Lost)` under `cancel`: a process paused past its
+//! lease (GC, swap, SIGSTOP) can finish before the watchdog runs again.
+//! Without the attribute, the holder races `guard.lost()` against its work.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::lease::{Lease, LeaseState};
+use crate::stats::Counters;
+
+/// Why a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// A renewal was answered "not yours".
+    Refused,
+    /// No renewal was confirmed before the lease's validity ran out.
+    Unconfirmed,
+    /// A fixed lease reached the end of its validity.
+    LeaseEnded,
+}
+
+impl Cause {
+    fn describe(self) -> &'static str {
+        match self {
+            Cause::Refused => "the server no longer holds it for us",
+            Cause::Unconfirmed => "its lease ran out before a renewal was confirmed",
+            Cause::LeaseEnded => "its fixed lease ended",
+        }
+    }
+}
+
+/// Reports `lease` lost for `cause`: once, and never after a release.
+pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
+    if lease.leave_held(LeaseState::Lost, || Counters::bump(&counters.lost)) {
+        tracing::warn!(
+            key = lease.keys.name(),
+            fence = lease.fence,
+            reason = cause.describe(),
+            "lock lost"
+        );
+    }
+}
+
+/// Completes when `lease` is declared lost; never for a lease released by
+/// its holder. Owns what it needs (`'static`), so it can be raced against
+/// the work the lock protects.
+pub(crate) fn signal(lease: &Arc<Lease>) -> impl Future<Output = ()> + Send + 'static {
+    let mut state = lease.subscribe();
+    async move {
+        if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
+            // The lease was dropped without being lost: never completes.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// What a body does when its lock is lost (`on_lost = ".."`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLost {
+    /// Drop the body at its next await and return `LockError::Lost`.
+    Cancel,
+    /// Let the body finish and log the loss.
+    Continue,
+}
+
+/// Runs `body` while `lease` is held, as `on_lost` says: `None` when the
+/// body was cancelled because the lease was lost.
+pub(crate) async fn guarded<F: Future>(
+    lease: &Arc<Lease>,
+    on_lost: OnLost,
+    body: F,
+) -> Option<F::Output> {
+    match on_lost {
+        OnLost::Cancel => {
+            let lost = signal(lease);
+            tokio::select! {
+                biased;
+                () = lost => None,
+                output = body => Some(output),
+            }
+        }
+        OnLost::Continue => Some(body.await),
+    }
+}

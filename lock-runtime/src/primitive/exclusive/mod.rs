@@ -1,0 +1,149 @@
+//! The exclusive lock: at most one owner per key, a lease, a fence.
+//!
+//! Three steps, each one atomic script on the node that owns the key (or a
+//! majority vote over Redlock masters, [`quorum`]):
+//!
+//! - [`acquire`]: take the lock (or learn how long its owner keeps it);
+//!   idempotent for one owner token, so a retry after a lost reply finds
+//!   the lock already ours.
+//! - [`release`]: delete it only if it is still ours, and announce the
+//!   release to waiters.
+//! - [`renew`]: extend many leases in one call, one answer per lease.
+//!
+//! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
+
+pub(crate) mod quorum;
+pub(crate) mod reply;
+pub(crate) mod scripts;
+mod votes;
+
+use std::time::Duration;
+
+pub(crate) use reply::{AcquireReply, Renewal, Renewed};
+
+use crate::LockError;
+use crate::backend::flights::InFlight;
+use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
+use crate::config::ReplicaAck;
+use crate::keys::LockKeys;
+use crate::token::OwnerToken;
+
+/// One try at taking a lock.
+pub(crate) struct Acquisition<'a> {
+    /// Where the try goes; its clean-up goes the same way.
+    pub(crate) route: Route,
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) token: &'a OwnerToken,
+    /// The lease, in the whole milliseconds Redis takes.
+    pub(crate) ttl: Duration,
+    /// Wait for that many replicas after a grant (one node topologies).
+    pub(crate) replicas: Option<ReplicaAck>,
+    /// Carried by calls the try leaves running in the background.
+    pub(crate) flight: &'a InFlight,
+}
+
+impl Acquisition<'_> {
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One try at taking the lock (see [`AcquireReply`]). With replicas to
+/// wait for, a grant that too few of them confirmed is released again
+/// (on the same connection) before [`LockError::NotReplicated`] is
+/// returned, so a failed call leaves nothing behind.
+pub(crate) async fn acquire(
+    backend: &Backend,
+    attempt: &Acquisition<'_>,
+) -> Result<AcquireReply, LockError> {
+    let node = match backend {
+        Backend::Node(node) => node,
+        Backend::Redlock(masters) => return quorum::acquire(masters, attempt).await,
+    };
+    let mut call = scripts::ACQUIRE.call();
+    call.key(attempt.keys.lock())
+        .arg(attempt.token.as_str())
+        .arg(attempt.ttl_ms());
+    let Some(ack) = attempt.replicas else {
+        return match node.run(attempt.route, &call).await {
+            Ok(answer) => Ok(AcquireReply::from_script(answer)),
+            Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
+            Err(err) => Err(err),
+        };
+    };
+    let (answer, acked) = node.run_then_wait(attempt.route, &call, ack).await?;
+    let reply = AcquireReply::from_script(answer);
+    if matches!(reply, AcquireReply::Busy { .. }) || acked >= ack.replicas {
+        return Ok(reply);
+    }
+    let blocking = Route {
+        blocking: true,
+        ..attempt.route
+    };
+    release_on_node(node, blocking, attempt.keys, attempt.token).await?;
+    Err(LockError::NotReplicated {
+        key: attempt.keys.name().to_owned(),
+        acked,
+        wanted: ack.replicas,
+        timeout: ack.timeout,
+    })
+}
+
+/// Deletes the lock if it is still ours and wakes its waiters; true when
+/// something was deleted. On Redlock, `flight` is carried by the calls on
+/// masters slower than the majority.
+pub(crate) async fn release(
+    backend: &Backend,
+    route: Route,
+    keys: &LockKeys,
+    token: &OwnerToken,
+) -> Result<bool, LockError> {
+    match backend {
+        Backend::Node(node) => release_on_node(node, route, keys, token).await,
+        Backend::Redlock(masters) => quorum::release(masters, route, keys, token).await,
+    }
+}
+
+async fn release_on_node(
+    node: &NodeBackend,
+    route: Route,
+    keys: &LockKeys,
+    token: &OwnerToken,
+) -> Result<bool, LockError> {
+    let mut call = scripts::RELEASE.call();
+    call.key(keys.lock())
+        .arg(token.as_str())
+        .arg(keys.channel())
+        .arg(node.publish_command());
+    let deleted: i64 = node.run(route, &call).await?;
+    Ok(deleted == 1)
+}
+
+/// Renews a batch of leases; one answer per entry, in order.
+pub(crate) async fn renew(
+    backend: &Backend,
+    batch: &[Renewal<'_>],
+) -> Result<Vec<Renewed>, LockError> {
+    let node = match backend {
+        Backend::Node(node) => node,
+        Backend::Redlock(masters) => return quorum::renew(masters, batch).await,
+    };
+    let entries: Vec<BatchEntry> = batch
+        .iter()
+        .map(|renewal| BatchEntry {
+            key: renewal.keys.lock().to_owned(),
+            args: vec![
+                renewal.token.as_str().to_owned(),
+                renewal.ttl_ms.to_string(),
+            ],
+        })
+        .collect();
+    let answers = node.run_batch(&scripts::EXTEND, &entries).await?;
+    answers
+        .iter()
+        .map(|answer| match answer {
+            Some(value) => Renewed::from_value(value),
+            None => Ok(Renewed::Unknown),
+        })
+        .collect()
+}

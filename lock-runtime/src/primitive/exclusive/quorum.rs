@@ -1,0 +1,361 @@
+//! The exclusive lock on Redlock: held when a majority (N/2 + 1) of
+//! independent masters holds it.
+//!
+//! # Acquire
+//! The acquire script runs on every master at once. Each master's call is
+//! bounded by `min(connect_timeout + response_timeout, ttl / 10)`: a dead
+//! or frozen master must not eat the lease. The caller counts the lease
+//! from the moment it *sent* the request, like every acquisition.
+//!
+//! - A majority granted: decided at once, without waiting for the other
+//!   masters (their calls still run to the end in the background, so the
+//!   lock lands on every live master). The highest counter of the majority
+//!   is the fence (see below). When the counters of a majority already
+//!   stand at it (they move in step while every acquisition lands on every
+//!   master), that is all; otherwise a second round confirms the lock on
+//!   the masters whose counters are behind and raises them to it, until a
+//!   majority stands at the fence: acquired.
+//! - No majority: decided once every master answered (or hit its bound).
+//!   If failed masters alone make a majority impossible:
+//!   [`AcquireReply::NoQuorum`] (the caller retries within its wait, unless
+//!   a majority is *down*: refused or never reached, rather than slow);
+//!   otherwise other owners are in the way: *busy*, and the waiter sleeps
+//!   until enough of their leases could end.
+//!
+//! A round that does not end acquired first deletes our key (compare and
+//! delete) on every master that may hold it, and waits for that, so a
+//! failed round leaves nothing behind and a retry cannot be overtaken by
+//! the clean-up of the previous try.
+//!
+//! # Renew and release
+//! A renewal is confirmed for a lease when a majority renewed it, and is
+//! *gone* when so many masters refused it that no majority is possible;
+//! otherwise (failed masters) it is unknown, and the watchdog retries it
+//! until the lease's validity, counted from the round's send, runs out.
+//! Release runs on every master and returns once a majority answered; it
+//! fails only when every master failed.
+//!
+//! # Fencing tokens
+//! Each master keeps one counter (`<prefix>fence-counter`) for every lock
+//! of the locker: one key per master, whatever the number of distinct
+//! locks. An acquisition increments it on each master that grants; a
+//! missing counter (a new master, or one that lost its data) starts from
+//! that master's clock in microseconds instead of from 1. The fence handed
+//! out is the highest counter among the granting majority, and before the
+//! acquisition returns, a majority of masters have their counters at it
+//! (already, or raised there by the second round). Renewals raise the
+//! counters again, on every master they reach.
+//!
+//! **Guaranteed**: when a lock is acquired by a request sent after another
+//! acquisition of the same key *returned*, its fence is strictly greater.
+//! Two majorities share a master; on that master the earlier owner raised
+//! the counter to its fence before returning, and the later owner's grant
+//! there increments it. No clock is involved: it holds even when a lease
+//! ran out early.
+//!
+//! **Not guaranteed**:
+//! - A master that loses its counter (restarted without persistence,
+//!   `FLUSHALL`, evicted under `maxmemory`) starts it again from its own
+//!   clock. Counters grow by one per acquisition, far slower than a clock
+//!   in microseconds, so the restarted counter is ahead of the others,
+//!   unless that master's clock is behind the master whose counter set
+//!   the highest fence by more than the time since; if it is the only
+//!   master two majorities share, a later fence can then be lower.
+//! - Two acquisitions in flight at the same time are ordered only by who
+//!   got the majority; the fence says which one got it later, not which
+//!   request was sent first.
+//! - Fences are not consecutive, and count the acquisitions of every lock.
+//! - Mutual exclusion itself rests on leases, hence on clocks: a master
+//!   whose clock jumps forward expires a key early (as with any Redlock).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::scripts;
+use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
+use super::{AcquireReply, Acquisition, Renewal, Renewed};
+use crate::LockError;
+use crate::backend::Route;
+use crate::backend::flights::InFlight;
+use crate::backend::redlock::{RedlockBackend, quorum};
+use crate::backend::script::ScriptCall;
+use crate::keys::LockKeys;
+use crate::token::OwnerToken;
+
+/// One acquire round on every master (see the module docs).
+pub(crate) async fn acquire(
+    masters: &RedlockBackend,
+    attempt: &Acquisition<'_>,
+) -> Result<AcquireReply, LockError> {
+    if attempt.replicas.is_some() {
+        return Err(crate::config::rules::replicas_unsupported("redlock"));
+    }
+    let (keys, token, route) = (attempt.keys, attempt.token, attempt.route);
+    let bound = masters.vote_bound(attempt.ttl);
+    let total = masters.len();
+    let mut call = scripts::ACQUIRE_COUNTED.call();
+    call.key(keys.lock())
+        .key(keys.counter())
+        .arg(token.as_str())
+        .arg(attempt.ttl.as_millis());
+    let mut round = run_everywhere(masters, 0..total, route, call, bound, attempt.flight);
+    let mut votes = AcquireVotes::new(total);
+    let mut answered = 0;
+    while let Some((index, answer)) = round.recv().await {
+        answered += 1;
+        votes.add(index, vote(answer));
+        if votes.decided().is_some() {
+            break;
+        }
+    }
+    let needed = quorum(total);
+    match votes.verdict(total - answered) {
+        Verdict::Granted {
+            fence,
+            at_fence,
+            behind,
+        } => {
+            // Counters in step (the usual case) already stand at the
+            // fence on a majority: no second round.
+            let raised = if at_fence >= needed {
+                0
+            } else {
+                let raising = Raise {
+                    route,
+                    keys,
+                    token,
+                    fence,
+                };
+                raising
+                    .run(masters, behind, needed - at_fence, bound, attempt.flight)
+                    .await
+            };
+            if at_fence + raised >= needed {
+                return Ok(AcquireReply::Acquired { fence });
+            }
+            // Decided early, so calls on slow masters may still be on their
+            // way: let them end before deleting what they may have taken.
+            while round.recv().await.is_some() {}
+            clean_up(masters, route, keys, token, 0..total, bound).await;
+            Ok(AcquireReply::NoQuorum {
+                granted: at_fence + raised,
+                needed,
+                down: false,
+            })
+        }
+        Verdict::Busy { pttl } => {
+            clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
+            Ok(AcquireReply::Busy { pttl })
+        }
+        Verdict::Failed { granted, down } => {
+            clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
+            Ok(AcquireReply::NoQuorum {
+                granted,
+                needed,
+                down,
+            })
+        }
+    }
+}
+
+/// One master's acquire answer as a vote.
+fn vote(answer: Result<(i64, i64), LockError>) -> Vote {
+    match answer.map(AcquireReply::from_script) {
+        Ok(AcquireReply::Acquired { fence }) => Vote::Granted(fence),
+        Ok(AcquireReply::Busy { pttl }) => Vote::Busy(pttl),
+        Ok(_) => Vote::Failed { down: false },
+        Err(err) => Vote::Failed {
+            down: is_down(&err),
+        },
+    }
+}
+
+/// A master that refused the connection (or was never reached, which the
+/// fan-out reports as a refusal) is down; one that timed out or failed
+/// mid-call may only be slow.
+fn is_down(err: &LockError) -> bool {
+    matches!(err, LockError::Redis(err) if err.is_connection_refusal())
+}
+
+/// The second round of an acquisition whose majority's counters were out
+/// of step.
+struct Raise<'a> {
+    route: Route,
+    keys: &'a LockKeys,
+    token: &'a OwnerToken,
+    fence: u64,
+}
+
+impl Raise<'_> {
+    /// Confirms the lock on `granted` and raises their counters to the
+    /// fence; answers on how many masters both happened (counting stops
+    /// once `needed` did).
+    async fn run(
+        &self,
+        masters: &RedlockBackend,
+        granted: Vec<usize>,
+        needed: usize,
+        bound: Duration,
+        flight: &InFlight,
+    ) -> usize {
+        let mut pending = granted.len();
+        let mut call = scripts::RAISE_COUNTER.call();
+        call.key(self.keys.lock())
+            .key(self.keys.counter())
+            .arg(self.token.as_str())
+            .arg(self.fence);
+        let mut round = run_everywhere(masters, granted, self.route, call, bound, flight);
+        let mut confirmed = 0;
+        while let Some((_, answer)) = round.recv().await {
+            pending -= 1;
+            confirmed += usize::from(matches!(answer, Ok(1_i64)));
+            if confirmed >= needed || confirmed + pending < needed {
+                break;
+            }
+        }
+        confirmed
+    }
+}
+
+/// Runs `call` on each of `on` (pool slot `route.conn` of every master),
+/// answers as they come; see [`RedlockBackend::fan_out`].
+fn run_everywhere<T: redis::FromRedisValue + Send + 'static>(
+    masters: &RedlockBackend,
+    on: impl IntoIterator<Item = usize>,
+    route: Route,
+    call: ScriptCall,
+    bound: Duration,
+    flight: &InFlight,
+) -> tokio::sync::mpsc::UnboundedReceiver<(usize, Result<T, LockError>)> {
+    let call = Arc::new(call);
+    masters.fan_out(on, bound, "a lock script", Some(flight), move |master| {
+        let call = call.clone();
+        async move { master.run(route, &call).await }
+    })
+}
+
+/// Deletes our key, where it is ours, on `on`; waits for each (or its
+/// bound), so a retry of this acquisition cannot overtake it.
+async fn clean_up(
+    masters: &RedlockBackend,
+    route: Route,
+    keys: &LockKeys,
+    token: &OwnerToken,
+    on: impl IntoIterator<Item = usize>,
+    bound: Duration,
+) {
+    let (flight, _landing) = crate::backend::flights::in_flight();
+    let mut round = run_everywhere::<i64>(
+        masters,
+        on,
+        route,
+        release_call(keys, token),
+        bound,
+        &flight,
+    );
+    while round.recv().await.is_some() {}
+}
+
+fn release_call(keys: &LockKeys, token: &OwnerToken) -> ScriptCall {
+    let mut call = scripts::RELEASE.call();
+    call.key(keys.lock())
+        .arg(token.as_str())
+        .arg(keys.channel())
+        .arg("PUBLISH");
+    call
+}
+
+/// Deletes the lock on every master where it is ours; true when any master
+/// that answered deleted it. Returns once a majority answered (the calls
+/// on slower masters go on in the background), so a frozen master does not
+/// hold up the caller. Fails only when no master answered.
+pub(crate) async fn release(
+    masters: &RedlockBackend,
+    route: Route,
+    keys: &LockKeys,
+    token: &OwnerToken,
+) -> Result<bool, LockError> {
+    let total = masters.len();
+    let needed = quorum(total);
+    let (flight, _landing) = crate::backend::flights::in_flight();
+    let bound = masters.vote_bound(Duration::MAX);
+    let call = release_call(keys, token);
+    let mut round = run_everywhere::<i64>(masters, 0..total, route, call, bound, &flight);
+    let (mut answered, mut deleted, mut first_error) = (0, false, None);
+    while let Some((_, answer)) = round.recv().await {
+        match answer {
+            Ok(here) => {
+                answered += 1;
+                deleted |= here == 1;
+            }
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+        if answered >= needed {
+            break;
+        }
+    }
+    match first_error {
+        Some(err) if answered == 0 => Err(err),
+        _ => Ok(deleted),
+    }
+}
+
+/// Renews a batch on every master at once, each on its watchdog
+/// connection; one answer per lease (see the module docs). Each master's
+/// call is bounded by a tenth of the *longest* lease of the batch: a short
+/// lease whose renewal takes longer is reported lost by its own deadline
+/// anyway, and a long one is not cut short by a short one's bound.
+pub(crate) async fn renew(
+    masters: &RedlockBackend,
+    batch: &[Renewal<'_>],
+) -> Result<Vec<Renewed>, LockError> {
+    let Some(first) = batch.first() else {
+        return Ok(Vec::new());
+    };
+    let longest = batch.iter().map(|renewal| renewal.ttl_ms).max();
+    let bound = masters.vote_bound(Duration::from_millis(longest.unwrap_or(u64::MAX)));
+    let total = masters.len();
+    let mut votes = RenewalVotes::new(total, batch.len());
+    let (mut answered, mut first_error) = (0, None);
+    let mut call = scripts::EXTEND_COUNTED.call();
+    call.key(first.keys.counter());
+    for renewal in batch {
+        call.key(renewal.keys.lock())
+            .arg(renewal.token.as_str())
+            .arg(renewal.ttl_ms)
+            .arg(renewal.fence);
+    }
+    let call = Arc::new(call);
+    let leases = batch.len();
+    let mut round = masters.fan_out(0..total, bound, "extend", None, |master| {
+        let call = call.clone();
+        async move {
+            let answer = master.run_renewal(&call).await?;
+            crate::backend::batch_answers(answer, leases)?
+                .iter()
+                .map(|value| Renewed::from_value(value).map(|renewed| renewed == Renewed::Yes))
+                .collect::<Result<Vec<bool>, LockError>>()
+        }
+    });
+    while let Some((_, answer)) = round.recv().await {
+        match answer {
+            Ok(renewed) => {
+                answered += 1;
+                votes.add(Some(&renewed));
+            }
+            Err(err) => {
+                votes.add(None);
+                first_error.get_or_insert(err);
+            }
+        }
+        if votes.all_decided() {
+            break;
+        }
+    }
+    match first_error {
+        Some(err) if answered == 0 => Err(err),
+        _ => Ok(votes.answers()),
+    }
+}

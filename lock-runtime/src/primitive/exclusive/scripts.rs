@@ -1,0 +1,220 @@
+//! The exclusive lock's Lua scripts, in one place. Each runs atomically on
+//! the server; every check-then-act on a lock key (is it mine? then delete
+//! it) is one script, or a lease that expires between the check and the act
+//! would let us delete another owner's lock.
+//!
+//! # The lock key
+//! One key per lock, `<prefix>{<name>}`, whose value is
+//! `<owner token>:<fence>` and whose expiry is the lease. Nothing else is
+//! stored: once a lock is released, or its lease has passed, nothing of it
+//! is left on the server, however many distinct locks a service takes.
+//! One key also means every script touches one key only, so on a cluster
+//! a call is never refused with `TRYAGAIN` while its slot migrates.
+//!
+//! # Fences from the server's clock
+//! The fence of a grant is the server's clock at the grant, in microseconds
+//! since the Unix epoch (`TIME`). Two grants of one key are always at least
+//! a release or an expiry apart, which takes the server longer than a
+//! microsecond, so each later grant reads a later clock: fences rise per
+//! key with no counter to keep, lose, evict or restart, as long as the
+//! server's clock does not step back by more than the time between two
+//! grants of the key. The value is about 1.8e15: exact in Lua's doubles
+//! (below 2^53) and in a `u64`. It is written as the decimal digits `TIME`
+//! gave (never through Lua's `tostring`, which would print `1.8e+15`).
+//!
+//! # Redlock
+//! Masters have clocks of their own, so a fence taken from one master's
+//! clock says nothing about another's. Redlock keeps one counter per
+//! master instead (the `*_COUNTED` scripts), shared by every lock of the
+//! locker, seeded from that master's clock when it is missing (a new or
+//! emptied master) and raised to each fence handed out (see
+//! [`super::quorum`]).
+
+use std::sync::LazyLock;
+
+use crate::backend::script::LuaScript;
+
+/// Takes the lock, or reports how long the current owner still holds it.
+///
+/// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms.
+/// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
+/// A retry with the same token after a lost reply finds the lock already
+/// ours and only refreshes its lease, returning the fence it was granted
+/// with, so it succeeds instead of reporting busy.
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local now = redis.call('TIME')
+local fence = now[1] .. string.format('%06d', now[2])
+if redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'NX', 'PX', ARGV[2]) then
+    return {1, tonumber(fence)}
+end
+local held = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if held and string.sub(held, 1, #mine) == mine then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(string.match(held, '^%d+', #mine + 1))}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"#,
+    )
+});
+
+/// Deletes the lock only if the caller still owns it, and then tells
+/// waiters.
+///
+/// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` release channel,
+/// `ARGV[3]` the publish command (`PUBLISH`, or `SPUBLISH` on a cluster,
+/// which reaches only the shard that owns the channel). The channel is an
+/// argument, not a key: a declared key that does not exist on a migrating
+/// slot's source node makes Redis answer `TRYAGAIN`, and a channel never
+/// exists as a key. A server without `SPUBLISH` (before Redis 7) gets a
+/// plain `PUBLISH`.
+/// Returns 1 when deleted, 0 when the lock was gone or someone else's.
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local held = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if held and string.sub(held, 1, #mine) == mine then
+    redis.call('DEL', KEYS[1])
+    if not pcall(redis.call, ARGV[3], ARGV[2], '1') then
+        redis.call('PUBLISH', ARGV[2], '1')
+    end
+    return 1
+end
+return 0
+"#,
+    )
+});
+
+/// Renews a batch of leases in one command (the watchdog's round).
+///
+/// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.
+/// Returns one 1 (renewed) or 0 (no longer ours) per key, in order.
+pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local renewed = {}
+for i, key in ipairs(KEYS) do
+    local held = redis.call('GET', key)
+    local mine = ARGV[2 * i - 1] .. ':'
+    if held and string.sub(held, 1, #mine) == mine then
+        redis.call('PEXPIRE', key, ARGV[2 * i])
+        renewed[i] = 1
+    else
+        renewed[i] = 0
+    end
+end
+return renewed
+"#,
+    )
+});
+
+/// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
+/// master's counter.
+///
+/// `KEYS[1]` lock, `KEYS[2]` the master's fence counter; `ARGV[1]` owner
+/// token, `ARGV[2]` ttl in ms. Returns `{1, fence}` or `{0, pttl}` as
+/// [`ACQUIRE`]. A missing counter starts from the master's clock (µs), so
+/// that a master that lost its data does not start again from 1.
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local held = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if not held then
+    local fence = redis.call('INCR', KEYS[2])
+    if fence == 1 then
+        local now = redis.call('TIME')
+        local seed = now[1] .. string.format('%06d', now[2])
+        redis.call('SET', KEYS[2], seed)
+        fence = tonumber(seed)
+    end
+    redis.call('SET', KEYS[1], mine .. string.format('%.0f', fence), 'PX', ARGV[2])
+    return {1, fence}
+end
+if string.sub(held, 1, #mine) == mine then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(string.match(held, '^%d+', #mine + 1))}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"#,
+    )
+});
+
+/// Redlock, after a majority granted: confirms the lock is still ours on
+/// this master and raises its counter to the fence handed out (the highest
+/// of the majority's), so that any later majority, which shares a master
+/// with this one, counts on from there.
+///
+/// `KEYS[1]` lock, `KEYS[2]` counter; `ARGV[1]` owner token, `ARGV[2]` fence.
+/// Returns 1 when the lock is ours (and the counter is now at least the
+/// fence), 0 when it is not.
+pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local held = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if not held or string.sub(held, 1, #mine) ~= mine then
+    return 0
+end
+if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
+"#,
+    )
+});
+
+/// Redlock's renewal batch: [`EXTEND`], and the master's counter raised to
+/// every fence of the batch, whether or not this master still holds that
+/// lock. Raising is always safe (the fence was handed out, so the counter
+/// only catches up with it) and repairs a master that came back empty.
+///
+/// `KEYS[1]` counter, `KEYS[i+1]` lock i; `ARGV[3i-2]` owner token,
+/// `ARGV[3i-1]` ttl in ms, `ARGV[3i]` fence.
+/// Returns one 1 (renewed) or 0 (not ours here) per lock, in order.
+pub(crate) static EXTEND_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local renewed = {}
+local counter = tonumber(redis.call('GET', KEYS[1]) or '0')
+local highest = counter
+for i = 2, #KEYS do
+    local at = 3 * (i - 1)
+    local fence = tonumber(ARGV[at])
+    if fence > highest then
+        highest = fence
+    end
+    local held = redis.call('GET', KEYS[i])
+    local mine = ARGV[at - 2] .. ':'
+    if held and string.sub(held, 1, #mine) == mine then
+        redis.call('PEXPIRE', KEYS[i], ARGV[at - 1])
+        renewed[i - 1] = 1
+    else
+        renewed[i - 1] = 0
+    end
+end
+if highest > counter then
+    redis.call('SET', KEYS[1], string.format('%.0f', highest))
+end
+return renewed
+"#,
+    )
+});
+
+/// Every script, for loading on a fresh master.
+pub(crate) fn all() -> &'static [&'static LuaScript] {
+    static ALL: LazyLock<[&'static LuaScript; 6]> = LazyLock::new(|| {
+        [
+            &*ACQUIRE,
+            &*RELEASE,
+            &*EXTEND,
+            &*ACQUIRE_COUNTED,
+            &*RAISE_COUNTER,
+            &*EXTEND_COUNTED,
+        ]
+    });
+    &*ALL
+}

@@ -1,0 +1,82 @@
+//! Which locks the current task holds through `#[distributed_lock]`, for
+//! [`current`], and for calls nested in a holder's body.
+//!
+//! A call for a key that an enclosing call of the same task already holds
+//! (through the same locker) does not wait for itself: it runs under the
+//! enclosing lock. But only one such nested call runs at a time: calls
+//! nested in one holder's body that run concurrently (`join!`, `select!`,
+//! `FuturesUnordered`) take turns on a lock local to that holder, each
+//! waiting within its own `wait`. A call nested in a nested call takes
+//! turns on its own parent's local lock, which is free, so nesting never
+//! waits on an ancestor.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use crate::{LockHandle, Locker};
+
+tokio::task_local! {
+    static HELD: HeldLocks;
+}
+
+/// The locks held by the annotated calls this task is inside, innermost last.
+#[derive(Clone, Default)]
+struct HeldLocks(Arc<Vec<Frame>>);
+
+/// One annotated call holding a lock.
+#[derive(Clone)]
+pub(crate) struct Frame {
+    locker: usize,
+    pub(crate) handle: LockHandle,
+    /// Taken by each call nested directly in this one, one at a time.
+    pub(crate) turns: Arc<Mutex<()>>,
+}
+
+/// The lock held by the innermost `#[distributed_lock]` function this task
+/// is running, or `None` outside one. Task-local: a task spawned from the
+/// body does not inherit it.
+///
+/// ```no_run
+/// use lock_runtime::{distributed_lock, LockError};
+///
+/// #[distributed_lock(key = "invoice:<id>")]
+/// async fn settle(id: u64) -> Result<u64, LockError> {
+///     let lock = lock_runtime::current().expect("inside an annotated fn");
+///     Ok(lock.fence()) // send it along with every write
+/// }
+/// ```
+pub fn current() -> Option<LockHandle> {
+    HELD.try_with(|held| held.0.last().map(|frame| frame.handle.clone()))
+        .ok()
+        .flatten()
+}
+
+/// The innermost call of this task that holds `key` through `locker`.
+pub(crate) fn held_by_this_task(locker: &Locker, key: &str) -> Option<Frame> {
+    let id = locker.identity();
+    HELD.try_with(|held| {
+        held.0
+            .iter()
+            .rev()
+            .find(|frame| frame.locker == id && frame.handle.key() == key)
+            .cloned()
+    })
+    .ok()
+    .flatten()
+}
+
+/// Runs `body` as a call holding `handle` (a new frame, with its own turns
+/// for the calls nested in it).
+pub(crate) async fn holding<F: Future>(locker: &Locker, handle: LockHandle, body: F) -> F::Output {
+    let mut held: Vec<Frame> = HELD
+        .try_with(|held| held.0.as_ref().clone())
+        .unwrap_or_default();
+    held.push(Frame {
+        locker: locker.identity(),
+        handle,
+        turns: Arc::new(Mutex::new(())),
+    });
+    HELD.scope(HeldLocks(Arc::new(held)), body).await
+}

@@ -1,0 +1,146 @@
+//! [`LockRequest`]: `locker.lock(key).ttl(..).wait(..).acquire()`.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::acquire::{Attempt, Plan};
+use crate::background::on_background;
+use crate::config::{ReplicaAck, rules};
+use crate::keys::LockKeys;
+use crate::stats::Counters;
+use crate::{LockError, LockGuard, Locker};
+
+/// A lock request being built: `locker.lock(key).ttl(..).wait(..).acquire()`.
+#[must_use = "a lock request does nothing until `acquire` or `try_acquire` is awaited"]
+#[derive(Debug)]
+pub struct LockRequest {
+    locker: Locker,
+    key: String,
+    ttl: Option<Duration>,
+    wait: Option<Duration>,
+    watchdog: bool,
+    replicas: Option<ReplicaAck>,
+}
+
+impl LockRequest {
+    pub(crate) fn new(locker: Locker, key: String) -> Self {
+        Self {
+            locker,
+            key,
+            ttl: None,
+            wait: None,
+            watchdog: true,
+            replicas: None,
+        }
+    }
+
+    /// Lease length (default: the config's `default_ttl`). With the watchdog
+    /// on, it bounds how long a crashed owner can block others; with it off,
+    /// it is how long the lock lasts. At least 3 ms (see
+    /// [`LockError::Config`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Longest time [`acquire`](Self::acquire) waits for a busy lock
+    /// (default: the config's `default_wait` if set, else this lock's ttl).
+    /// Zero tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Renew the lease while the guard lives (default `true`). With `false`
+    /// the lease is fixed: the lock ends after its ttl, and the guard reports
+    /// it lost at that moment.
+    pub fn watchdog(mut self, renew: bool) -> Self {
+        self.watchdog = renew;
+        self
+    }
+
+    /// Once acquired, wait until `replicas` replicas acknowledged the lock,
+    /// for at most `timeout` (Redis `WAIT`); if fewer do, the lock is
+    /// released and `acquire` fails with [`LockError::NotReplicated`].
+    /// Overrides [`LockConfig::wait_for_replicas`](crate::LockConfig::wait_for_replicas)
+    /// for this lock. One server or Sentinel only.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = Some(ReplicaAck { replicas, timeout });
+        self
+    }
+
+    /// Takes the lock, waiting up to the request's `wait` while someone else
+    /// holds it.
+    ///
+    /// Returns within the wait plus two bounded round trips (each at most
+    /// `connect_timeout + response_timeout`), plus the replica timeout when
+    /// waiting for replicas, whatever the servers do.
+    ///
+    /// Errors: [`LockError::Timeout`] when the wait ran out,
+    /// [`LockError::Redis`] when the server failed or did not answer within
+    /// that bound (a dropped or refused connection is retried once),
+    /// [`LockError::Config`] for an empty key or a ttl out of range,
+    /// [`LockError::QuorumNotReached`] when too few Redlock masters granted
+    /// it for the whole wait (or a majority is down),
+    /// [`LockError::NotReplicated`] when too few replicas confirmed it.
+    /// Dropping the returned future part-way is safe: a lock it may have
+    /// taken is released in the background, after the calls it sent.
+    pub async fn acquire(self) -> Result<LockGuard, LockError> {
+        let counters = self.locker.counters().clone();
+        let result = self.run(None).await;
+        if matches!(result, Err(LockError::Timeout { .. })) {
+            Counters::bump(&counters.timeouts);
+        }
+        result
+    }
+
+    /// Tries once: `Ok(None)` when someone else holds the lock.
+    pub async fn try_acquire(self) -> Result<Option<LockGuard>, LockError> {
+        match self.run(Some(Duration::ZERO)).await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Timeout { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The lease this request will ask for.
+    pub(crate) fn resolved_ttl(&self) -> Duration {
+        self.ttl.unwrap_or(self.locker.config().default_ttl)
+    }
+
+    /// How long this request waits: its own wait, the config's default
+    /// wait, or its ttl (the longest a crashed owner can block it).
+    pub(crate) fn resolved_wait(&self) -> Duration {
+        self.wait
+            .or(self.locker.config().default_wait)
+            .unwrap_or_else(|| self.resolved_ttl())
+    }
+
+    async fn run(self, wait: Option<Duration>) -> Result<LockGuard, LockError> {
+        let config = self.locker.config();
+        let ttl = self.resolved_ttl();
+        rules::check_ttl(ttl, &format!("the ttl of lock `{}`", self.key))?;
+        let keys = LockKeys::new(&config.key_prefix, &self.key)?;
+        if let Some(ack) = self.replicas {
+            config.topology.check_replicas(ack)?;
+        }
+        let plan = Plan {
+            keys,
+            ttl: Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            wait: wait.unwrap_or_else(|| self.resolved_wait()),
+            renews: self.watchdog,
+            replicas: self.replicas.or(config.replicas),
+        };
+        let span = tracing::debug_span!("lock.acquire", key = %self.key);
+        let attempt = Attempt::new(&self.locker, plan);
+        let background = self.locker.background().clone();
+        // Boxed as `dyn Future + Send`: the future's type is deep (every
+        // topology's calls), and proving it `Send` in the application's
+        // crate would exceed the compiler's default recursion limit there.
+        let running: BoxFuture<'_, Result<LockGuard, LockError>> = Box::pin(
+            tracing::Instrument::instrument(on_background(&background, attempt.run()), span),
+        );
+        running.await
+    }
+}

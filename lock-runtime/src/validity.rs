@@ -1,0 +1,143 @@
+//! Lease arithmetic: how long the holder of a lease may trust it.
+//!
+//! A lease of `ttl` whose request was *sent* at `sent_at` (the server may
+//! have started it at any moment after that) is trusted until
+//!
+//! ```text
+//! sent_at + ttl - drift - margin
+//!     drift  = ttl/100 + 2 ms                      Redlock's allowance for clock drift
+//!     margin = ttl/20 + min(recent stall, ttl/4)   time for the holder to stop
+//! ```
+//!
+//! The margin is the time the loss signal has to reach the body and stop
+//! it before the key can expire on the server: the watchdog's timer, the
+//! body's task waking, and its next `.await`. On a busy machine those can
+//! take far longer than a fixed share of the lease: a hypervisor that
+//! stops the whole machine for 100 ms, or a starved scheduler, delays the
+//! signal by that much. So the watchdog measures how late its own timers
+//! fire ([`observe_lateness`]) and the margin grows by the longest delay
+//! seen in the last minute (capped at a quarter of the lease, so a lease
+//! always keeps most of its length). A holder is then told of a loss
+//! before the key can expire unless the process is stalled, at that
+//! moment, for longer than `ttl/20` plus the longest stall it saw recently.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long stalls are remembered.
+const MEMORY: Duration = Duration::from_secs(60);
+
+/// Redlock's drift allowance for a lease of `ttl`: 1 % plus 2 ms.
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The fixed part of the reaction margin: 5 % of the ttl.
+fn base_margin(ttl: Duration) -> Duration {
+    ttl / 20
+}
+
+/// The margin now: the fixed part, widened by the stalls seen recently.
+pub(crate) fn reaction_margin(ttl: Duration) -> Duration {
+    base_margin(ttl) + recent_stall().min(ttl / 4)
+}
+
+/// How much of a lease of `ttl` is usable on a machine that never stalls.
+pub(crate) fn usable(ttl: Duration) -> Duration {
+    ttl.saturating_sub(drift(ttl) + base_margin(ttl))
+}
+
+/// Until when a lease of `ttl` whose request was sent at `sent_at` can be
+/// trusted (on the [`crate::clock`] clock).
+pub(crate) fn validity_end(sent_at: Instant, ttl: Duration) -> Instant {
+    sent_at + ttl.saturating_sub(drift(ttl) + reaction_margin(ttl))
+}
+
+/// The longest stall observed in the last minute, in nanoseconds; read on
+/// every grant and renewal, so it is a plain atomic.
+static RECENT_STALL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The stalls observed, by when: kept by whoever observes.
+static OBSERVED: Mutex<Vec<(Instant, Duration)>> = Mutex::new(Vec::new());
+
+/// The longest stall of the process observed in the last minute.
+pub(crate) fn recent_stall() -> Duration {
+    Duration::from_nanos(RECENT_STALL_NS.load(Ordering::Relaxed))
+}
+
+/// A timer that should have fired at `planned` fired `now`: the process
+/// (or the machine) was not running for the difference. Lateness below a
+/// millisecond is ordinary scheduling and is not recorded.
+pub(crate) fn observe_lateness(planned: Instant, now: Instant) {
+    let late = now.saturating_duration_since(planned);
+    let mut observed = OBSERVED.lock().unwrap_or_else(|e| e.into_inner());
+    observed.retain(|&(at, _)| now.saturating_duration_since(at) < MEMORY);
+    if late >= Duration::from_millis(1) {
+        // Keep only what can still be the longest: a smaller stall seen
+        // before a larger one will never be the maximum again.
+        observed.retain(|&(_, stall)| stall > late);
+        observed.push((now, late));
+    }
+    let longest = observed.iter().map(|&(_, stall)| stall).max();
+    let nanos = longest.map_or(0, |stall| {
+        u64::try_from(stall.as_nanos()).unwrap_or(u64::MAX)
+    });
+    RECENT_STALL_NS.store(nanos, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_is_ttl_minus_drift_and_margin_from_the_send() {
+        let ttl = Duration::from_secs(3);
+        assert_eq!(usable(ttl), Duration::from_millis(3000 - 30 - 2 - 150));
+    }
+
+    #[test]
+    fn a_tiny_ttl_has_no_validity_left() {
+        assert_eq!(usable(Duration::from_millis(2)), Duration::ZERO);
+        assert!(usable(Duration::from_millis(3)) > Duration::ZERO);
+    }
+
+    // One test for the process-wide record, so that no other test of this
+    // file races with it.
+    #[test]
+    fn stalls_widen_the_margin_for_a_minute_up_to_a_quarter_of_the_lease() {
+        let ttl = Duration::from_secs(1);
+        let start = Instant::now();
+        observe_lateness(start, start + Duration::from_micros(300));
+        assert_eq!(
+            recent_stall(),
+            Duration::ZERO,
+            "sub-millisecond lateness is noise"
+        );
+        observe_lateness(start, start + Duration::from_millis(120));
+        assert_eq!(reaction_margin(ttl), Duration::from_millis(50 + 120));
+        let later = start + Duration::from_secs(30);
+        observe_lateness(later, later + Duration::from_millis(40));
+        assert_eq!(
+            recent_stall(),
+            Duration::from_millis(120),
+            "the larger stall still counts"
+        );
+        let much_later = start + Duration::from_secs(70);
+        observe_lateness(much_later, much_later);
+        assert_eq!(
+            recent_stall(),
+            Duration::from_millis(40),
+            "the old stall is forgotten"
+        );
+        observe_lateness(much_later, much_later + Duration::from_secs(5));
+        assert_eq!(
+            reaction_margin(ttl),
+            Duration::from_millis(50 + 250),
+            "capped at ttl/4"
+        );
+        let forgotten = much_later + Duration::from_secs(120);
+        observe_lateness(forgotten, forgotten);
+        assert_eq!(recent_stall(), Duration::ZERO);
+    }
+}

@@ -1,0 +1,233 @@
+//! The watchdog: one background task per [`Locker`](crate::Locker), on the
+//! library's own runtime ([`crate::background`]), that keeps every held
+//! lease alive and says so the moment one is lost ([`crate::lost`]).
+//!
+//! - Each lease is renewed every ttl/6 to ttl/3. Leases that fall due in the
+//!   same round are renewed in batch commands sent together on the
+//!   watchdog's own connection, so 10,000 held locks cost one round trip per
+//!   round, not 10,000 timers and commands, and lock traffic never waits
+//!   behind a round.
+//! - A renewal answered "not yours" is a loss, at once. A renewal that
+//!   errors is retried until the lease's local validity runs out; then the
+//!   lease is lost. That deadline is a timer of its own, so a renewal stuck
+//!   on a frozen server cannot delay the signal.
+//! - While it watches anything, the task wakes at least every
+//!   [`SAMPLE_EVERY`] and records how late its timer fired
+//!   ([`validity::observe_lateness`]): a process or machine that stalls
+//!   widens every lease's reaction margin, so that the loss signal keeps
+//!   coming before the key can expire on the server. The same wake-up
+//!   notices a machine that was suspended ([`crate::clock`]).
+//! - After the locks moved to another server (a Sentinel failover), every
+//!   lease is renewed there at once, so one whose key did not reach the new
+//!   server is reported lost now, not at its next scheduled renewal.
+
+mod schedule;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use self::schedule::{BatchOutcome, Schedule};
+use crate::backend::Backend;
+use crate::lease::Lease;
+use crate::lost::{self, Cause};
+use crate::primitive::exclusive::{self, Renewal};
+use crate::stats::Counters;
+use crate::{clock, validity};
+
+/// Longest sleep while any lease is watched: how finely stalls of the
+/// process are seen.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Handle to the watchdog. Watching and forgetting a lease only touch the
+/// shared schedule under a mutex: no message, and no wake-up of the task
+/// unless the new lease needs it sooner than the task planned to wake, so a
+/// short-lived lock costs the watchdog next to nothing. The task ends when
+/// every handle is dropped.
+#[derive(Clone)]
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+    _alive: Arc<Alive>,
+}
+
+/// What the handles and the task share.
+struct Shared {
+    schedule: Mutex<Schedule>,
+    /// Wakes the task early: a lease due before its planned wake-up, or shutdown.
+    wake: Notify,
+    shutdown: AtomicBool,
+}
+
+/// Dropped with the last handle: tells the task to end.
+struct Alive(Arc<Shared>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.shutdown.store(true, Ordering::SeqCst);
+        self.0.wake.notify_one();
+    }
+}
+
+impl Shared {
+    fn schedule(&self) -> MutexGuard<'_, Schedule> {
+        // The schedule stays consistent even if a holder panicked mid-update.
+        self.schedule.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Watchdog {
+    /// Starts the task on the background runtime `on`.
+    pub(crate) fn start(
+        on: &tokio::runtime::Handle,
+        backend: Backend,
+        counters: Arc<Counters>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            schedule: Mutex::new(Schedule::default()),
+            wake: Notify::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        if let Some(moves) = backend.moves() {
+            on.spawn(renew_all_on_move(moves, Arc::downgrade(&shared)));
+        }
+        on.spawn(run(backend, counters, shared.clone()));
+        Self {
+            _alive: Arc::new(Alive(shared.clone())),
+            shared,
+        }
+    }
+
+    /// Starts watching a freshly acquired lease, whose acquire request was
+    /// sent at `sent_at`.
+    pub(crate) fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) {
+        let mut schedule = self.shared.schedule();
+        let first_event = schedule.watch(lease, renews, sent_at);
+        let sooner = schedule.armed_until.is_none_or(|armed| first_event < armed);
+        drop(schedule);
+        if sooner {
+            // A stored permit if the task is busy: it then looks again.
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Stops watching a lease (released, or its guard dropped). The task
+    /// may still wake for it, finds nothing to do, and sleeps on.
+    pub(crate) fn forget(&self, id: u64) {
+        self.shared.schedule().forget(id);
+    }
+}
+
+async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
+    let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
+    loop {
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = clock::now();
+        let (expired, batches, wake_at) = {
+            let mut schedule = shared.schedule();
+            let expired = schedule.expire(now);
+            let batches = schedule.take_due(now);
+            let next = schedule.next_event();
+            // While anything is watched, wake often enough to see stalls.
+            let wake_at = match next {
+                Some(at) => Some(at.min(now + SAMPLE_EVERY)),
+                None if schedule.len() > 0 => Some(now + SAMPLE_EVERY),
+                None => None,
+            };
+            schedule.armed_until = next;
+            (expired, batches, wake_at)
+        };
+        for (lease, cause) in expired {
+            lost::declare(&lease, cause, &counters);
+        }
+        if !batches.is_empty() {
+            Counters::bump(&counters.renewal_rounds);
+        }
+        // All batches of a round go out at once, pipelined on the
+        // watchdog's connection: one round trip per round.
+        for batch in batches {
+            Counters::bump(&counters.renewal_calls);
+            in_flight.spawn(renew_batch(backend.clone(), batch));
+        }
+        tokio::select! {
+            () = shared.wake.notified() => {}
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if let Ok(outcome) = done {
+                    apply(&shared, outcome, &counters);
+                }
+            }
+            () = sleep_until(wake_at) => {
+                if let Some(planned) = wake_at {
+                    validity::observe_lateness(planned, clock::now());
+                }
+            }
+        }
+    }
+}
+
+/// Applies one batch's answer and reports what it found.
+fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
+    let applied = shared.schedule().apply(outcome, clock::now());
+    for _ in 0..applied.renewed {
+        Counters::bump(&counters.renewed);
+    }
+    for lease in &applied.lost {
+        lost::declare(lease, Cause::Refused, counters);
+    }
+    if applied.unconfirmed > 0 {
+        Counters::bump(&counters.renewal_errors);
+        match &applied.failed {
+            Some(err) => {
+                tracing::warn!(error = %err, locks = applied.unconfirmed, "lock renewal failed; retrying while the leases are valid")
+            }
+            None => tracing::warn!(
+                locks = applied.unconfirmed,
+                "lock renewal not confirmed by enough nodes; retrying while the leases are valid"
+            ),
+        }
+    }
+}
+
+/// After the locks moved to another server, renews every lease there at
+/// once: a lease whose key did not reach the new server is then reported
+/// lost now, not at its next scheduled renewal (up to ttl/3 later), while
+/// someone else may already hold it.
+async fn renew_all_on_move(mut moves: tokio::sync::watch::Receiver<u64>, shared: Weak<Shared>) {
+    while moves.changed().await.is_ok() {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        shared.schedule().all_due(clock::now());
+        shared.wake.notify_one();
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(clock::timer_deadline(at).into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
+    let renewals: Vec<Renewal<'_>> = batch
+        .iter()
+        .map(|lease| Renewal {
+            keys: &lease.keys,
+            token: &lease.token,
+            ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
+            fence: lease.fence,
+        })
+        .collect();
+    let sent_at = clock::now();
+    let result = exclusive::renew(&backend, &renewals).await;
+    BatchOutcome {
+        ids: batch.iter().map(|lease| lease.id).collect(),
+        sent_at,
+        result,
+    }
+}

@@ -1,0 +1,422 @@
+//! The watchdog's schedule: which lease to renew when, and when each must
+//! be reported lost. Pure bookkeeping over instants it is given, so it can
+//! be tested with made-up times; the task ([`super`]) does the I/O.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::lease::Lease;
+use crate::lost::Cause;
+use crate::primitive::exclusive::Renewed;
+
+/// Most leases renewed by one script call; keeps one call short on the server.
+pub(super) const MAX_BATCH: usize = 512;
+
+/// One watched lease.
+struct Watched {
+    lease: Arc<Lease>,
+    renews: bool,
+    renew_every: Duration,
+    /// When the next renewal is due; None for a fixed lease or while a
+    /// renewal is in flight.
+    due: Option<Instant>,
+    /// A renewal was asked for while one was in flight (the locks moved to
+    /// another server): renew again as soon as the answer is in.
+    again: bool,
+    /// When the holder must be told the lease is lost.
+    valid_until: Instant,
+}
+
+/// Every watched lease, plus two queues ordered by time.
+#[derive(Default)]
+pub(super) struct Schedule {
+    watched: HashMap<u64, Watched>,
+    renewals: BTreeSet<(Instant, u64)>,
+    expiries: BTreeSet<(Instant, u64)>,
+    /// When the task plans to wake next (None: not until told).
+    pub(super) armed_until: Option<Instant>,
+}
+
+/// What came back from one batch command.
+pub(super) struct BatchOutcome {
+    pub(super) ids: Vec<u64>,
+    pub(super) sent_at: Instant,
+    pub(super) result: Result<Vec<Renewed>, LockError>,
+}
+
+/// What applying a batch's answer found.
+#[derive(Default)]
+pub(super) struct Applied {
+    pub(super) renewed: usize,
+    pub(super) lost: Vec<Arc<Lease>>,
+    /// Leases that could not be confirmed, and will be retried.
+    pub(super) unconfirmed: usize,
+    /// The whole batch failed with this.
+    pub(super) failed: Option<LockError>,
+}
+
+impl Schedule {
+    /// Adds a lease whose acquire request was sent at `sent_at`; returns the
+    /// first moment the task must act for it.
+    pub(super) fn watch(&mut self, lease: Arc<Lease>, renews: bool, sent_at: Instant) -> Instant {
+        let id = lease.id;
+        let renew_every = lease.ttl / 3;
+        let valid_until = lease.valid_until();
+        // Counted from the send, like the lease itself: after a slow reply
+        // the first renewal is simply due sooner (or at once).
+        let due = renews.then(|| sent_at + renew_every);
+        if let Some(due) = due {
+            self.renewals.insert((due, id));
+        }
+        self.expiries.insert((valid_until, id));
+        self.watched.insert(
+            id,
+            Watched {
+                lease,
+                renews,
+                renew_every,
+                due,
+                again: false,
+                valid_until,
+            },
+        );
+        due.map_or(valid_until, |due| due.min(valid_until))
+    }
+
+    /// Stops watching a lease (released, lost, or its guard dropped).
+    pub(super) fn forget(&mut self, id: u64) {
+        if let Some(watched) = self.watched.remove(&id) {
+            if let Some(due) = watched.due {
+                self.renewals.remove(&(due, id));
+            }
+            self.expiries.remove(&(watched.valid_until, id));
+        }
+    }
+
+    /// How many leases are watched.
+    pub(super) fn len(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// Makes every renewing lease due at `now`; one with a renewal in
+    /// flight is renewed again as soon as that answer is in (its answer
+    /// may come from the server the locks just left).
+    pub(super) fn all_due(&mut self, now: Instant) {
+        let Self {
+            watched, renewals, ..
+        } = self;
+        for (&id, watched) in watched.iter_mut().filter(|(_, w)| w.renews) {
+            match watched.due.replace(now) {
+                Some(due) => {
+                    renewals.remove(&(due, id));
+                    renewals.insert((now, id));
+                }
+                None => {
+                    watched.due = None;
+                    watched.again = true;
+                }
+            }
+        }
+    }
+
+    /// The earliest moment something must happen.
+    pub(super) fn next_event(&self) -> Option<Instant> {
+        let renewal = self.renewals.first().map(|&(at, _)| at);
+        let expiry = self.expiries.first().map(|&(at, _)| at);
+        match (renewal, expiry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Takes every lease whose validity has run out by `now`; they are no
+    /// longer watched, and must be reported lost for the cause given.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<(Arc<Lease>, Cause)> {
+        let mut expired = Vec::new();
+        while let Some(&(at, id)) = self.expiries.first() {
+            if at > now {
+                break;
+            }
+            match self.watched.get(&id) {
+                Some(watched) => {
+                    let cause = if watched.renews {
+                        Cause::Unconfirmed
+                    } else {
+                        Cause::LeaseEnded
+                    };
+                    expired.push((watched.lease.clone(), cause));
+                    self.forget(id);
+                }
+                None => {
+                    self.expiries.pop_first();
+                }
+            }
+        }
+        expired
+    }
+
+    /// Takes every lease due at `now` or within half its renewal interval,
+    /// grouped into batches. Renewing early is harmless, and half is the
+    /// window at which groups merge: the leases renewed in one round are
+    /// due again within half an interval of the next round, so after a
+    /// round or two every lease of a ttl is renewed in the same round.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<Vec<Arc<Lease>>> {
+        // A round starts only when a lease is actually due; the early
+        // window is for joining that round, not for waking on its own
+        // (else every batch answer would start a small round of its own).
+        if self.renewals.first().is_none_or(|&(at, _)| at > now) {
+            return Vec::new();
+        }
+        let mut due = Vec::new();
+        while let Some(&(at, id)) = self.renewals.first() {
+            let Some(watched) = self.watched.get_mut(&id) else {
+                self.renewals.pop_first();
+                continue;
+            };
+            if at > now + watched.renew_every / 2 {
+                break;
+            }
+            self.renewals.pop_first();
+            watched.due = None;
+            due.push(watched.lease.clone());
+        }
+        let mut batches = Vec::new();
+        while !due.is_empty() {
+            let rest = due.split_off(due.len().min(MAX_BATCH));
+            batches.push(std::mem::replace(&mut due, rest));
+        }
+        batches
+    }
+
+    /// Applies the answer to one batch command, at `now`.
+    pub(super) fn apply(&mut self, outcome: BatchOutcome, now: Instant) -> Applied {
+        let BatchOutcome {
+            ids,
+            sent_at,
+            result,
+        } = outcome;
+        let mut applied = Applied::default();
+        match result {
+            Ok(answers) => {
+                for (id, answer) in ids.into_iter().zip(answers) {
+                    match answer {
+                        Renewed::Yes => {
+                            applied.renewed += 1;
+                            self.renewed(id, sent_at, now);
+                        }
+                        Renewed::Gone => {
+                            if let Some(watched) = self.watched.get(&id) {
+                                applied.lost.push(watched.lease.clone());
+                                self.forget(id);
+                            }
+                        }
+                        Renewed::Unknown => {
+                            applied.unconfirmed += 1;
+                            self.retry(id, now);
+                        }
+                    }
+                }
+            }
+            Err(err) => {
+                applied.unconfirmed = ids.len();
+                for id in ids {
+                    self.retry(id, now);
+                }
+                applied.failed = Some(err);
+            }
+        }
+        applied
+    }
+
+    fn renewed(&mut self, id: u64, sent_at: Instant, now: Instant) {
+        let Some(watched) = self.watched.get_mut(&id) else {
+            return; // released while the renewal was in flight
+        };
+        let valid_until = watched.lease.renewed(sent_at);
+        self.expiries.remove(&(watched.valid_until, id));
+        watched.valid_until = valid_until;
+        self.expiries.insert((valid_until, id));
+        let due = if std::mem::take(&mut watched.again) {
+            now
+        } else {
+            sent_at + watched.renew_every
+        };
+        watched.due = Some(due);
+        self.renewals.insert((due, id));
+    }
+
+    fn retry(&mut self, id: u64, now: Instant) {
+        let Some(watched) = self.watched.get_mut(&id) else {
+            return;
+        };
+        let pause =
+            (watched.renew_every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let due = if std::mem::take(&mut watched.again) {
+            now
+        } else {
+            now + pause
+        };
+        watched.due = Some(due);
+        self.renewals.insert((due, id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Route;
+    use crate::keys::LockKeys;
+    use crate::token::OwnerToken;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn lease(id: u64, ttl: Duration, sent_at: Instant) -> Arc<Lease> {
+        Arc::new(Lease::new(
+            id,
+            LockKeys::new("lock:", &format!("k{id}")).unwrap(),
+            OwnerToken::random(),
+            id,
+            ttl,
+            Route::pooled(0),
+            sent_at,
+        ))
+    }
+
+    fn ids(batches: &[Vec<Arc<Lease>>]) -> Vec<u64> {
+        batches.iter().flatten().map(|lease| lease.id).collect()
+    }
+
+    fn answer(ids: &[u64], sent_at: Instant, renewed: Renewed) -> BatchOutcome {
+        BatchOutcome {
+            ids: ids.to_vec(),
+            sent_at,
+            result: Ok(vec![renewed; ids.len()]),
+        }
+    }
+
+    #[test]
+    fn a_lease_is_renewed_every_third_of_its_ttl_from_the_send() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        let first = schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        assert_eq!(first, t0 + SEC);
+        assert!(schedule.take_due(t0 + SEC / 2).is_empty());
+        assert_eq!(ids(&schedule.take_due(t0 + SEC)), [1]);
+        // In flight: not due again until answered.
+        assert!(schedule.take_due(t0 + 2 * SEC).is_empty());
+        let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
+        assert_eq!(applied.renewed, 1);
+        assert_eq!(schedule.next_event(), Some(t0 + 2 * SEC));
+    }
+
+    #[test]
+    fn leases_due_close_together_share_a_round() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        // Due 400 ms after the first: inside half an interval (500 ms).
+        schedule.watch(lease(2, 3 * SEC, t0), true, t0 + SEC * 4 / 10);
+        schedule.watch(lease(3, 3 * SEC, t0), true, t0 + SEC * 6 / 10);
+        assert_eq!(ids(&schedule.take_due(t0 + SEC)), [1, 2]);
+    }
+
+    #[test]
+    fn a_refused_renewal_is_lost_at_once_and_no_longer_watched() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.take_due(t0 + SEC);
+        let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Gone), t0 + SEC);
+        assert_eq!(applied.lost.len(), 1);
+        assert_eq!(schedule.len(), 0);
+        assert_eq!(schedule.next_event(), None);
+    }
+
+    #[test]
+    fn failing_renewals_are_retried_until_validity_runs_out() {
+        let t0 = Instant::now();
+        let ttl = 3 * SEC;
+        let held = lease(1, ttl, t0);
+        let valid_until = held.valid_until();
+        let mut schedule = Schedule::default();
+        schedule.watch(held, true, t0);
+        let mut now = t0 + SEC;
+        while now < valid_until {
+            for batch in schedule.take_due(now) {
+                let failed = BatchOutcome {
+                    ids: batch.iter().map(|lease| lease.id).collect(),
+                    sent_at: now,
+                    result: Err(LockError::config("test: server down")),
+                };
+                let applied = schedule.apply(failed, now);
+                assert_eq!(applied.unconfirmed, 1);
+                assert!(applied.lost.is_empty());
+            }
+            assert!(
+                schedule.expire(now).is_empty(),
+                "lost before validity ran out"
+            );
+            now = schedule.next_event().expect("still watched");
+        }
+        let expired = schedule.expire(valid_until);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].1, Cause::Unconfirmed);
+    }
+
+    #[test]
+    fn a_fixed_lease_is_never_renewed_and_ends_with_its_validity() {
+        let t0 = Instant::now();
+        let fixed = lease(1, SEC, t0);
+        let end = fixed.valid_until();
+        let mut schedule = Schedule::default();
+        assert_eq!(schedule.watch(fixed, false, t0), end);
+        assert!(schedule.take_due(end).is_empty());
+        assert_eq!(schedule.expire(end)[0].1, Cause::LeaseEnded);
+    }
+
+    #[test]
+    fn after_a_move_every_lease_is_due_and_one_in_flight_is_renewed_again() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.watch(lease(2, 30 * SEC, t0), true, t0);
+        schedule.watch(lease(3, 3 * SEC, t0), false, t0);
+        let in_flight = schedule.take_due(t0 + SEC);
+        assert_eq!(ids(&in_flight), [1]);
+        let moved_at = t0 + SEC + SEC / 10;
+        schedule.all_due(moved_at);
+        // Lease 2 at once; the fixed lease 3 never.
+        assert_eq!(ids(&schedule.take_due(moved_at)), [2]);
+        // Lease 1's answer came from the old server: renew it again now.
+        let answered = moved_at + SEC / 10;
+        schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), answered);
+        assert_eq!(ids(&schedule.take_due(answered)), [1]);
+    }
+
+    #[test]
+    fn a_released_lease_is_forgotten_even_with_a_renewal_in_flight() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.take_due(t0 + SEC);
+        schedule.forget(1);
+        let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
+        assert_eq!(applied.renewed, 1);
+        assert_eq!(schedule.next_event(), None);
+    }
+
+    #[test]
+    fn batches_hold_at_most_max_batch_leases() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        for id in 0..(MAX_BATCH as u64 + 10) {
+            schedule.watch(lease(id, 3 * SEC, t0), true, t0);
+        }
+        let batches = schedule.take_due(t0 + SEC);
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0].len(), MAX_BATCH);
+        assert_eq!(batches[1].len(), 10);
+    }
+}

@@ -1,0 +1,128 @@
+//! What the integration tests share: a locker configured for tests, reads
+//! of the server's state, and [`eventually`], the way to wait for a state
+//! instead of guessing how long it takes to arrive.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, Locker};
+
+use crate::RedisServer;
+
+/// Connect timeout of test lockers: long enough for a machine that stalls
+/// for a few hundred milliseconds at a time, short enough that a test of a
+/// dead server does not drag.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Response timeout of test lockers (see [`CONNECT_TIMEOUT`]).
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The configuration tests use for `url`.
+pub fn config(url: &str) -> LockConfig {
+    LockConfig::from_url(url)
+        .expect("a valid test URL")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+}
+
+/// A locker on `url` with [`config`].
+pub async fn locker(url: &str) -> Locker {
+    Locker::connect(config(url))
+        .await
+        .unwrap_or_else(|err| panic!("connect a test locker: {err}"))
+}
+
+/// The Redis key of lock `name` under the default prefix.
+pub fn lock_key(name: &str) -> String {
+    format!("lock:{{{name}}}")
+}
+
+/// The release channel of lock `name` under the default prefix.
+pub fn release_channel(name: &str) -> String {
+    format!("lock:{{{name}}}:released")
+}
+
+/// Whether `key` exists on `server`.
+pub fn exists(server: &RedisServer, key: &str) -> bool {
+    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
+}
+
+/// The string value of `key` on `server`, if any.
+pub fn get(server: &RedisServer, key: &str) -> Option<String> {
+    match server.cmd(&["GET", key]) {
+        redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        redis::Value::Nil => None,
+        other => panic!("GET {key} answered {other:?}"),
+    }
+}
+
+/// `PTTL key` on `server`: ms left, -1 without expiry, -2 when missing.
+pub fn pttl(server: &RedisServer, key: &str) -> i64 {
+    server.int(&["PTTL", key])
+}
+
+/// How many keys `server` holds.
+pub fn key_count(server: &RedisServer) -> i64 {
+    server.int(&["DBSIZE"])
+}
+
+/// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
+pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    match server.cmd(&["PUBSUB", "NUMSUB", channel]) {
+        redis::Value::Array(reply) => match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
+        },
+        other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
+    }
+}
+
+/// Clients of `server` in pub/sub mode.
+pub fn pubsub_clients(server: &RedisServer) -> usize {
+    match server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
+        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).lines().count(),
+        redis::Value::VerbatimString { text, .. } => text.lines().count(),
+        other => panic!("CLIENT LIST: {other:?}"),
+    }
+}
+
+/// How many times `server` ran `command` (lower case, e.g. `evalsha`)
+/// since it started, from `INFO commandstats`.
+pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
+    let info = match server.cmd(&["INFO", "commandstats"]) {
+        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO commandstats: {other:?}"),
+    };
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Polls `condition` until it holds; fails the test with `what` when it
+/// did not within `within`. Tests wait on what they can observe with this,
+/// never on a sleep that guesses how long something takes.
+pub async fn eventually(what: &str, within: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until `channel` has `count` subscribers on `server`.
+pub async fn wait_for_subscribers(server: &RedisServer, channel: &str, count: i64) {
+    eventually(
+        &format!("{count} subscriber(s) of {channel}"),
+        Duration::from_secs(10),
+        || subscribers(server, channel) == count,
+    )
+    .await;
+}
+
+/// Whether `future` completes within `limit`.
+pub async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
+    tokio::time::timeout(limit, future).await.is_ok()
+}
