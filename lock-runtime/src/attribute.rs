@@ -38,6 +38,10 @@ pub async fn run_locked<F: Future>(
     body: F,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
+    // Boxed once: the body is kept across several awaits below, and inline
+    // it would make each annotated layer's future several times the size of
+    // the one it calls (nested annotated calls then overflow a stack).
+    let body = Box::pin(body);
     if let Some(holder) = held_by_this_task(&locker, &key) {
         return run_nested(&locker, key, holder, options, body).await;
     }

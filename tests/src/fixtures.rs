@@ -65,6 +65,20 @@ pub fn key_count(server: &RedisServer) -> i64 {
     server.int(&["DBSIZE"])
 }
 
+/// One field of `INFO <section>` on `server` (e.g. `evicted_keys`).
+pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
+    let info = match server.cmd(&["INFO", section]) {
+        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO {section}: {other:?}"),
+    };
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map(|value| value.trim().to_owned())
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+}
+
 /// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
 pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
     match server.cmd(&["PUBSUB", "NUMSUB", channel]) {

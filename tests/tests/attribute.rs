@@ -323,3 +323,35 @@ async fn trait_impl_methods_are_locked_too() {
         "{before} {first} {second} {after}"
     );
 }
+
+#[distributed_lock(key = "layer:<n>", locker = locker)]
+async fn layer_leaf(locker: &Locker, n: u32) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "layer:<n>", locker = locker)]
+async fn layer_middle(locker: &Locker, n: u32) -> Result<(), LockError> {
+    let (a, b) = tokio::join!(layer_leaf(locker, n), layer_leaf(locker, n + 1));
+    a.and(b)
+}
+
+#[distributed_lock(key = "layer:<n>", locker = locker)]
+async fn layer_top(locker: &Locker, n: u32) -> Result<(), LockError> {
+    layer_middle(locker, n).await
+}
+
+/// Each annotated layer adds a bounded amount to the future that calls it;
+/// it does not multiply it (three layers once took 168 KB in a debug build
+/// and overflowed a test thread's stack when nested).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotated_layers_add_to_a_future_not_multiply_it() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let leaf = std::mem::size_of_val(&layer_leaf(&locker, 0));
+    let top = std::mem::size_of_val(&layer_top(&locker, 0));
+    assert!(
+        top <= 8 * leaf,
+        "leaf {leaf} bytes, three layers {top} bytes"
+    );
+    layer_top(&locker, 0).await.unwrap();
+}

@@ -1,0 +1,226 @@
+//! Calls nested in a holder's body (same task, same key): they run under
+//! the holder's lock, one at a time, and never wait on an ancestor.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use lock_runtime::{LockError, Locker, distributed_lock};
+use lock_tests::RedisServer;
+use lock_tests::fixtures::locker;
+
+/// An account whose deposit is a racy read-modify-write (read, pause,
+/// write), watched for two deposits inside at once.
+struct Ledger {
+    locker: Locker,
+    balance: AtomicU32,
+    inside: AtomicU32,
+    overlaps: AtomicU32,
+}
+
+impl Ledger {
+    async fn new(server: &RedisServer) -> Self {
+        Self {
+            locker: locker(&server.url()).await,
+            balance: AtomicU32::new(0),
+            inside: AtomicU32::new(0),
+            overlaps: AtomicU32::new(0),
+        }
+    }
+
+    /// The read, a pause (an await where another future can run), the write.
+    async fn add_one(&self) {
+        if self.inside.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        let balance = self.balance.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.balance.store(balance + 1, Ordering::SeqCst);
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn assert_serialized(&self, deposits: u32) {
+        assert_eq!(
+            self.overlaps.load(Ordering::SeqCst),
+            0,
+            "two deposits ran at once"
+        );
+        assert_eq!(
+            self.balance.load(Ordering::SeqCst),
+            deposits,
+            "a deposit was lost"
+        );
+        // All of it under the one lock the outermost call took.
+        assert_eq!(self.locker.stats().acquired, 1);
+    }
+}
+
+#[distributed_lock(key = "acct:<id>", wait = "5s", locker = ledger.locker)]
+async fn deposit(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    ledger.add_one().await;
+    Ok(())
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn two_deposits_joined(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    let (a, b) = tokio::join!(deposit(ledger, id), deposit(ledger, id));
+    a.and(b)
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn deposits_selected(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    // Both branches run until the one-deposit branch completes.
+    tokio::select! {
+        first = deposit(ledger, id) => first?,
+        second = async { deposit(ledger, id).await?; deposit(ledger, id).await } => second?,
+    }
+    Ok(())
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn many_deposits_unordered(ledger: &Ledger, id: u32, count: u32) -> Result<(), LockError> {
+    let mut deposits: FuturesUnordered<_> = (0..count).map(|_| deposit(ledger, id)).collect();
+    while let Some(result) = deposits.next().await {
+        result?;
+    }
+    Ok(())
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn outer(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    middle(ledger, id).await
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn middle(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    // Nested in a nested call: its turn is the middle call's to give.
+    let (a, b) = tokio::join!(deposit(ledger, id), deposit(ledger, id));
+    a.and(b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_nested_calls_take_turns() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    two_deposits_joined(&ledger, 1).await.unwrap();
+    ledger.assert_serialized(2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selected_nested_calls_take_turns() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    deposits_selected(&ledger, 2).await.unwrap();
+    // The one-deposit branch won after one deposit of the other branch
+    // started or not: never two at once.
+    assert_eq!(
+        ledger.overlaps.load(Ordering::SeqCst),
+        0,
+        "two deposits ran at once"
+    );
+    assert_eq!(ledger.locker.stats().acquired, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unordered_nested_calls_take_turns() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    many_deposits_unordered(&ledger, 3, 8).await.unwrap();
+    ledger.assert_serialized(8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_nested_in_nested_calls_never_wait_on_an_ancestor() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    // Each level would wait on its ancestor's lock for its whole wait (30 s
+    // default) if nesting were not recognised; the test's bound is shorter.
+    tokio::time::timeout(Duration::from_secs(10), outer(&ledger, 4))
+        .await
+        .expect("a nested call waited on its ancestor")
+        .unwrap();
+    ledger.assert_serialized(2);
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn hold_then_try(
+    ledger: &Ledger,
+    id: u32,
+    entered: &AtomicU32,
+) -> Result<LockError, LockError> {
+    let holding = async {
+        // Takes the turn first and keeps it until the other gave up.
+        deposit_and_wait(ledger, id, entered).await
+    };
+    let trying = async {
+        // Only once the sibling is inside.
+        while entered.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let result = quick_deposit(ledger, id).await;
+        entered.store(2, Ordering::SeqCst);
+        result
+    };
+    let (held, tried) = tokio::join!(holding, trying);
+    held?;
+    Ok(tried.expect_err("the sibling got in while the turn was taken"))
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn deposit_and_wait(ledger: &Ledger, id: u32, entered: &AtomicU32) -> Result<(), LockError> {
+    entered.store(1, Ordering::SeqCst);
+    while entered.load(Ordering::SeqCst) != 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+#[distributed_lock(key = "acct:<id>", wait = "0s", locker = ledger.locker)]
+async fn quick_deposit(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    ledger.add_one().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_call_waits_for_its_turn_only_within_its_own_wait() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    let entered = AtomicU32::new(0);
+    let refused = hold_then_try(&ledger, 5, &entered).await.unwrap();
+    assert!(matches!(refused, LockError::Timeout { .. }), "{refused:?}");
+    assert_eq!(ledger.balance.load(Ordering::SeqCst), 0);
+}
+
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn outer_then_strict(ledger: &Ledger, id: u32) -> Result<LockError, LockError> {
+    Ok(strict(ledger, id)
+        .await
+        .expect_err("a strict nested call ran"))
+}
+
+#[distributed_lock(key = "acct:<id>", reentrant = false, locker = ledger.locker)]
+async fn strict(ledger: &Ledger, id: u32) -> Result<(), LockError> {
+    ledger.add_one().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_forbids_reentry_fails_at_once_instead_of_waiting_for_itself() {
+    let server = RedisServer::start();
+    let ledger = Ledger::new(&server).await;
+    let refused = tokio::time::timeout(Duration::from_secs(10), outer_then_strict(&ledger, 6))
+        .await
+        .expect("the strict call waited for its own enclosing call")
+        .unwrap();
+    assert!(
+        matches!(refused, LockError::HeldByThisTask { ref key } if key == "acct:6"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("reentrant = false"),
+        "{refused}"
+    );
+    // Outside any holder, the strict call simply takes the lock.
+    strict(&ledger, 6).await.unwrap();
+}
