@@ -115,3 +115,41 @@ async fn a_grant_that_arrives_after_its_lease_could_have_ended_is_not_handed_out
         "only the warm-up lock was granted"
     );
 }
+
+/// Every grant comes back after its (3 ms) lease could have run out: each
+/// is given back, and the next try waits a backoff step instead of asking
+/// again at once (it used to ask about once per round trip until its wait
+/// ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_that_arrive_too_late_are_given_back_and_retried_after_a_pause() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let config = lock_tests::fixtures::config(&proxy.url()).pool_size(1);
+    let locker = Locker::connect(config).await.unwrap();
+    // Load the scripts, then slow the path: a round trip of 2 ms is longer
+    // than the 0.8 ms a 3 ms lease can be trusted for.
+    drop(locker.lock("warm").acquire().await.unwrap());
+    proxy.set_latency(Duration::from_millis(1));
+    let before = command_calls(&server, "evalsha");
+    let wait = Duration::from_millis(400);
+    let refused = locker
+        .lock("late")
+        .ttl(Duration::from_millis(3))
+        .wait(wait)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, lock_runtime::LockError::Timeout { .. }),
+        "{refused:?}"
+    );
+    // An acquire and a give-back per try, at most one try per backoff step
+    // (10 ms, doubling): a dozen steps would be far more than 400 ms hold.
+    let scripts = command_calls(&server, "evalsha") - before;
+    assert!(scripts <= 2 * 12, "{scripts} scripts in {wait:?}");
+    proxy.set_latency(Duration::ZERO);
+    lock_tests::fixtures::eventually("nothing left held", Duration::from_secs(2), || {
+        !lock_tests::fixtures::exists(&server, "lock:{late}")
+    })
+    .await;
+}

@@ -525,3 +525,43 @@ async fn fences_rise_even_when_counters_are_out_of_step() {
         assert!(guard.release().await.unwrap());
     }
 }
+
+/// Acquisitions dropped in the very poll that started them (a `select!`
+/// whose other branch is ready): their calls go on in the background, and the clean-up
+/// must reach each master after them, or a master keeps a key for the
+/// whole 30 s lease, held by nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_cancelled_at_once_leave_nothing_held() {
+    let masters = start_masters(3);
+    let locker = locker(&url_of(&masters)).await;
+    let mut cut = 0;
+    for attempt in 0..200 {
+        let acquiring = locker
+            .lock(format!("gone:{attempt}"))
+            .ttl(Duration::from_secs(30))
+            .acquire();
+        // Polled once, then dropped: the calls it started go on alone. (The
+        // library's thread may answer within that poll: then the guard is
+        // dropped here, which releases it.)
+        if futures_util::FutureExt::now_or_never(acquiring).is_none() {
+            cut += 1;
+        }
+    }
+    assert!(
+        cut >= 100,
+        "only {cut} of 200 acquisitions were cut mid-flight"
+    );
+    let held = || {
+        masters
+            .iter()
+            .map(|master| match master.cmd(&["KEYS", "lock:{gone:*"]) {
+                redis::Value::Array(keys) => keys.len(),
+                other => panic!("KEYS answered {other:?}"),
+            })
+            .sum::<usize>()
+    };
+    lock_tests::fixtures::eventually("no key held by nobody", Duration::from_secs(10), || {
+        held() == 0
+    })
+    .await;
+}

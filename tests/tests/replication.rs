@@ -173,3 +173,48 @@ async fn mutual_exclusion_with_replica_acknowledgement() {
     assert_eq!(report.fence_regressions, 0, "{report}");
     assert_eq!(report.error_count(), 0, "{report}");
 }
+
+/// Acquisitions that wait for replicas share their pool slot's blocking
+/// connection, so the second one's script queues behind the first one's
+/// `WAIT`. Cancelled while queued, its clean-up must run after its script,
+/// on that same connection: sent on another one, it would run first,
+/// delete nothing, and leave the lock held by nobody for its whole lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_cancelled_behind_a_wait_leaves_nothing_held() {
+    let (master, replica) = master_and_replica();
+    let locker = connect(&master.url(), |config| {
+        config
+            .pool_size(1)
+            .wait_for_replicas(1, Duration::from_millis(1500))
+    })
+    .await;
+    tokio::task::block_in_place(|| replica.pause());
+    let first = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("first").acquire().await })
+    };
+    // The first one's script ran: its WAIT now blocks the connection.
+    lock_tests::fixtures::eventually("the first lock granted", Duration::from_secs(5), || {
+        exists(&master, "lock:{first}")
+    })
+    .await;
+    let second = locker.lock("second").ttl(Duration::from_secs(30)).acquire();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), second)
+            .await
+            .is_err(),
+        "the second acquisition was not stuck behind the WAIT"
+    );
+    let first = first.await.unwrap();
+    assert!(
+        matches!(first, Err(LockError::NotReplicated { .. })),
+        "{first:?}"
+    );
+    tokio::task::block_in_place(|| replica.resume());
+    lock_tests::fixtures::eventually(
+        "nothing held by nobody (the second lock has a 30 s lease)",
+        Duration::from_secs(5),
+        || !exists(&master, "lock:{second}") && !exists(&master, "lock:{first}"),
+    )
+    .await;
+}
