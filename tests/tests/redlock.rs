@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::exclusion::{CountRun, Load, hammer};
-use lock_tests::{RedisServer, SilentListener};
+use lock_tests::{FaultProxy, RedisServer, SilentListener};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -564,4 +564,54 @@ async fn acquisitions_cancelled_at_once_leave_nothing_held() {
         held() == 0
     })
     .await;
+}
+
+/// Two of three masters slow (not down) for a while: each round gets one
+/// grant of the two it needs, and is retried within the wait until the
+/// masters answer in time again (it used to fail at the first round).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_masters_are_waited_out_within_the_wait() {
+    let masters = start_masters(3);
+    let proxies = [
+        FaultProxy::start(masters[1].port()),
+        FaultProxy::start(masters[2].port()),
+    ];
+    let url = redlock_url([masters[0].port(), proxies[0].port(), proxies[1].port()]);
+    let locker = locker(&url).await;
+    // Warm every connection and script, then slow two masters past the
+    // per-master bound of a round (a tenth of the 1 s lease).
+    drop(locker.lock("warm").acquire().await.unwrap());
+    for proxy in &proxies {
+        proxy.set_latency(Duration::from_millis(150));
+    }
+    let rounds_before = lock_tests::fixtures::command_calls(&masters[0], "evalsha");
+    let acquiring = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            locker
+                .lock("slow")
+                .ttl(Duration::from_secs(1))
+                .wait(Duration::from_secs(10))
+                .acquire()
+                .await
+        })
+    };
+    // Rounds fail while the two are slow: their grant on the fast master
+    // is cleaned up each time (an acquire and a release script there).
+    lock_tests::fixtures::eventually("two failed rounds", Duration::from_secs(5), || {
+        lock_tests::fixtures::command_calls(&masters[0], "evalsha") >= rounds_before + 4
+    })
+    .await;
+    assert!(
+        !acquiring.is_finished(),
+        "gave up while masters were only slow"
+    );
+    for proxy in &proxies {
+        proxy.set_latency(Duration::ZERO);
+    }
+    let guard = acquiring
+        .await
+        .unwrap()
+        .expect("acquired once the masters caught up");
+    assert!(guard.release().await.unwrap());
 }

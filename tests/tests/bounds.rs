@@ -1,0 +1,165 @@
+//! One stated bound for every deployment: `acquire` returns within its wait
+//! plus two bounded round trips (`connect_timeout + response_timeout`
+//! each), plus the replica timeout when it waits for replicas, and
+//! `release` within two round trips, whatever the servers do. Each
+//! deployment is tested against a frozen server (SIGSTOP: connections stay
+//! open, nothing is answered).
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+
+const CONNECT: Duration = Duration::from_millis(500);
+const RESPONSE: Duration = Duration::from_millis(300);
+const WAIT: Duration = Duration::from_millis(500);
+/// Room for a machine that stalls while the bound runs out (the process is
+/// not scheduled at the very moment its timer fires).
+const STALL_ROOM: Duration = Duration::from_secs(1);
+
+fn config(url: &str) -> LockConfig {
+    LockConfig::from_url(url)
+        .unwrap()
+        .connect_timeout(CONNECT)
+        .response_timeout(RESPONSE)
+}
+
+/// The documented bound of an acquisition waiting `WAIT` (and `replicas`).
+fn acquire_bound(replicas: Duration) -> Duration {
+    WAIT + replicas + 2 * (CONNECT + RESPONSE)
+}
+
+/// Runs `acquire` against a frozen deployment: it must fail within the
+/// bound, and never as a panic.
+async fn within_bound(
+    what: &str,
+    bound: Duration,
+    acquire: impl Future<Output = Result<lock_runtime::LockGuard, LockError>>,
+) -> LockError {
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(bound + STALL_ROOM, acquire)
+        .await
+        .unwrap_or_else(|_| {
+            panic!("{what}: acquire still running after {bound:?} + {STALL_ROOM:?}")
+        });
+    let took = started.elapsed();
+    println!("{what}: {took:?} (bound {bound:?}): {outcome:?}");
+    outcome.expect_err("acquired from a frozen deployment")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server() {
+    let server = RedisServer::start();
+    let locker = Locker::connect(config(&server.url())).await.unwrap();
+    let held = locker.lock("held").acquire().await.unwrap();
+    tokio::task::block_in_place(|| server.pause());
+    let request = locker.lock("frozen").wait(WAIT).acquire();
+    let err = within_bound("one server", acquire_bound(Duration::ZERO), request).await;
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    let started = Instant::now();
+    let released = held.release().await;
+    assert!(started.elapsed() <= 2 * (CONNECT + RESPONSE) + STALL_ROOM);
+    assert!(released.is_err(), "{released:?}");
+    tokio::task::block_in_place(|| server.resume());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_replicas_on_a_frozen_master() {
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+    let replicas = Duration::from_millis(400);
+    let locker = Locker::connect(config(&master.url()).wait_for_replicas(1, replicas))
+        .await
+        .unwrap();
+    // The blocking connection is opened, the replica acknowledges.
+    lock_tests::fixtures::eventually("the replica in sync", Duration::from_secs(20), || {
+        lock_tests::fixtures::info_field(&replica, "replication", "master_link_status") == "up"
+    })
+    .await;
+    drop(locker.lock("warm").acquire().await.unwrap());
+    tokio::task::block_in_place(|| master.pause());
+    let request = locker.lock("frozen").wait(WAIT).acquire();
+    let err = within_bound("WAIT, frozen master", acquire_bound(replicas), request).await;
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    tokio::task::block_in_place(|| master.resume());
+    // A frozen replica: WAIT runs out and the lock is given back.
+    tokio::task::block_in_place(|| replica.pause());
+    let request = locker.lock("unreplicated").wait(WAIT).acquire();
+    let err = within_bound("WAIT, frozen replica", acquire_bound(replicas), request).await;
+    assert!(matches!(err, LockError::NotReplicated { .. }), "{err:?}");
+    tokio::task::block_in_place(|| replica.resume());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_with_its_master_frozen() {
+    let setup = SentinelSetup::start();
+    let locker = Locker::connect(config(&setup.url())).await.unwrap();
+    drop(locker.lock("warm").acquire().await.unwrap());
+    tokio::task::block_in_place(|| setup.master.pause());
+    // The sentinels still name the frozen master for a while: each failed
+    // call looks it up again, and still the call returns in time.
+    for round in 0..3 {
+        let request = locker.lock(format!("frozen:{round}")).wait(WAIT).acquire();
+        within_bound(
+            "sentinel, frozen master",
+            acquire_bound(Duration::ZERO),
+            request,
+        )
+        .await;
+    }
+    tokio::task::block_in_place(|| setup.master.resume());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_with_the_node_of_the_key_frozen() {
+    let cluster = RedisCluster::start();
+    let locker = Locker::connect(config(&cluster.url())).await.unwrap();
+    drop(locker.lock("frozen").acquire().await.unwrap());
+    let node = cluster.node_for_key("lock:{frozen}");
+    tokio::task::block_in_place(|| cluster.nodes()[node].pause());
+    let request = locker.lock("frozen").wait(WAIT).acquire();
+    let err = within_bound(
+        "cluster, frozen node",
+        acquire_bound(Duration::ZERO),
+        request,
+    )
+    .await;
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    tokio::task::block_in_place(|| cluster.nodes()[node].resume());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_with_a_majority_frozen() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|master| format!("127.0.0.1:{}", master.port()))
+        .collect();
+    let url = format!("redis+redlock://{}", hosts.join(","));
+    let locker = Locker::connect(config(&url)).await.unwrap();
+    drop(locker.lock("warm").acquire().await.unwrap());
+    tokio::task::block_in_place(|| {
+        masters[0].pause();
+        masters[1].pause();
+    });
+    // Frozen masters may be only slow: rounds are retried for the whole
+    // wait, then the call gives up with the last round's verdict.
+    let request = locker
+        .lock("frozen")
+        .ttl(Duration::from_secs(3))
+        .wait(WAIT)
+        .acquire();
+    let err = within_bound(
+        "redlock, 2 of 3 frozen",
+        acquire_bound(Duration::ZERO),
+        request,
+    )
+    .await;
+    assert!(matches!(err, LockError::QuorumNotReached { .. }), "{err:?}");
+    tokio::task::block_in_place(|| {
+        masters[0].resume();
+        masters[1].resume();
+    });
+}
