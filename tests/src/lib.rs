@@ -43,6 +43,12 @@ pub use redis_server::RedisServer;
 pub use sentinel::SentinelSetup;
 pub use worker::Worker;
 
+/// CPU time this process has used so far (all threads), to tell a busy
+/// loop from a sleeping task.
+pub fn process_cpu_time() -> std::time::Duration {
+    sys::process_cpu_time()
+}
+
 /// Nanoseconds on the machine-wide monotonic clock (CLOCK_MONOTONIC), so
 /// that times recorded by different test processes can be compared.
 pub fn monotonic_ns() -> u64 {

@@ -100,3 +100,20 @@ pub(crate) fn monotonic_ns() -> u64 {
     let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
     secs * 1_000_000_000 + nanos
 }
+
+/// CPU time this process has used so far (user and system, all threads).
+pub(crate) fn process_cpu_time() -> std::time::Duration {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { mem::zeroed() };
+    // SAFETY: `usage` is valid and writable for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    let of = |time: libc::timeval| {
+        std::time::Duration::new(
+            u64::try_from(time.tv_sec).unwrap_or(0),
+            u32::try_from(time.tv_usec).unwrap_or(0) * 1000,
+        )
+    };
+    of(usage.ru_utime) + of(usage.ru_stime)
+}

@@ -484,3 +484,59 @@ fn a_frozen_node_loses_only_its_own_leases() {
         assert!(runtime.block_on(guard.release()).unwrap());
     }
 }
+
+/// Names that would break the hash tag (`lock:{}x}` hashed whole, so the
+/// lock and its channel landed in different slots, and every acquire
+/// failed with a raw CROSSSLOT error) work like any other: acquire, wait
+/// and wake-up, release. A prefix that would open a tag of its own is a
+/// config error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_braces_lock_like_any_other() {
+    let cluster = RedisCluster::start();
+    let holder = locker(&cluster).await;
+    let waiter = slow_waiter(&cluster).await;
+    for name in ["}x", "a}b", "{", "}", "{}", "%7D", "%", "x y\nz*?["] {
+        let guard = holder
+            .lock(name)
+            .acquire()
+            .await
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        let blocked = {
+            let (waiter, name) = (waiter.clone(), name.to_owned());
+            tokio::spawn(async move {
+                waiter
+                    .lock(name)
+                    .wait(Duration::from_secs(15))
+                    .acquire()
+                    .await
+            })
+        };
+        // Woken by the release message, on the shard of the lock's slot.
+        lock_tests::fixtures::eventually("the waiter subscribed", Duration::from_secs(10), || {
+            cluster.nodes().iter().any(|node| {
+                shard_subscribers(node, &format!("lock:{{{}}}:released", escaped(name))) == 1
+            })
+        })
+        .await;
+        assert!(guard.release().await.unwrap());
+        let taken = tokio::time::timeout(Duration::from_secs(5), blocked)
+            .await
+            .unwrap_or_else(|_| panic!("{name:?}: the waiter missed the release"))
+            .unwrap()
+            .unwrap();
+        assert!(taken.release().await.unwrap());
+    }
+    assert_eq!(waiter.stats().timer_wakeups, 0, "{:?}", waiter.stats());
+    let braced = LockConfig::from_url(&cluster.url())
+        .unwrap()
+        .key_prefix("app{1}:");
+    assert!(matches!(
+        Locker::connect(braced).await,
+        Err(lock_runtime::LockError::Config(_))
+    ));
+}
+
+/// A name as it sits inside the hash tag: `%` and `}` escaped.
+fn escaped(name: &str) -> String {
+    name.replace('%', "%25").replace('}', "%7D")
+}

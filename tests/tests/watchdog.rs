@@ -124,3 +124,54 @@ async fn renewals_of_many_locks_share_commands() {
         assert!(guard.release().await.unwrap());
     }
 }
+
+/// A task that blocks its runtime's only thread for longer than the lease
+/// (a CPU-bound loop, a blocking call by mistake): renewals go on, since the
+/// watchdog runs on the library's own thread (it used to share the
+/// application's runtime, and the lock expired while the holder was blocked).
+#[tokio::test(flavor = "current_thread")]
+async fn a_blocked_application_runtime_does_not_stop_renewals() {
+    let server = RedisServer::start();
+    let holder = locker(&server).await;
+    let ttl = Duration::from_millis(600);
+    let guard = holder.lock("blocked").ttl(ttl).acquire().await.unwrap();
+    // Blocks this runtime: nothing else of it runs meanwhile.
+    std::thread::sleep(ttl * 3);
+    assert!(
+        guard.is_held(),
+        "the lease was not renewed while the runtime was blocked"
+    );
+    assert_eq!(holder.stats().lost, 0);
+    assert!(pttl(&server, "lock:{blocked}") > 0, "the key expired");
+    let other = locker(&server).await;
+    assert!(other.lock("blocked").try_acquire().await.unwrap().is_none());
+    assert!(guard.release().await.unwrap());
+}
+
+/// An application testing with a paused clock (`start_paused`, which also
+/// auto-advances it) against a real Redis: connecting, locking and renewing
+/// run on real time, and the watchdog does not spin (it used to mix std
+/// time and the paused tokio clock, and busy-looped).
+#[tokio::test(start_paused = true)]
+async fn a_paused_application_clock_neither_times_out_calls_nor_spins_the_watchdog() {
+    let server = RedisServer::start();
+    let holder = locker(&server).await;
+    let ttl = Duration::from_millis(600);
+    let guard = holder.lock("paused").ttl(ttl).acquire().await.unwrap();
+    let cpu_before = lock_tests::process_cpu_time();
+    // A second of real time, in which the lease needs several renewals.
+    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let cpu = lock_tests::process_cpu_time() - cpu_before;
+    assert!(
+        guard.is_held(),
+        "not renewed under a paused application clock"
+    );
+    assert!(holder.stats().renewed >= 2, "{:?}", holder.stats());
+    assert!(
+        cpu < Duration::from_millis(500),
+        "{cpu:?} of CPU in a second of holding a lock"
+    );
+    assert!(guard.release().await.unwrap());
+}
