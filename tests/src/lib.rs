@@ -25,6 +25,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod exclusion;
 pub mod fault_proxy;
+pub mod history;
 pub mod net;
 pub mod redis_server;
 pub mod sentinel;
