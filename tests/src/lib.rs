@@ -28,6 +28,7 @@ pub mod cluster;
 pub mod exclusion;
 pub mod fault_proxy;
 pub mod fixtures;
+pub mod history;
 pub mod net;
 pub mod redis_server;
 pub mod sentinel;
