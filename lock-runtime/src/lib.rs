@@ -52,6 +52,8 @@ mod lost;
 mod primitive;
 mod reentrancy;
 mod request;
+#[cfg(feature = "sabotage")]
+mod sabotage;
 mod stats;
 mod token;
 mod validity;

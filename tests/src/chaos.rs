@@ -1,418 +1,386 @@
-//! The chaos checker: what worker processes record about each critical
-//! section, the fenced store they write to, and the verdict over both.
+//! Chaos runs: worker processes (`lock_worker chaos`) take locks and write
+//! to a fenced store while the driver injects faults *on them*: the
+//! holders and waiters themselves are killed, frozen, cut off and lose
+//! replies, chosen by reading who holds a lock from their histories, never
+//! by timing. The [`crate::history`] checker then judges the run from the
+//! histories, the driver's fault log and the store's own log.
 //!
-//! Each acquisition yields one [`Record`] (key, fence, start, end, outcome),
-//! written by the worker as a line of text as soon as the section ends, so a
-//! worker killed with -9 loses only the section it was in. Each section
-//! writes once to a Redis-side fenced store ([`STORE_SCRIPT`]): the write is
-//! rejected when a larger fence has already written. [`check`] then proves,
-//! from the records and the store's log, that no two sections that both
-//! believed they held a key overlapped, and that every stale write was
-//! turned away.
+//! Each worker reaches the locks either directly (a URL for any topology)
+//! or through a [`FaultProxy`] of its own in front of one server, which the
+//! driver cuts, slows or makes drop a reply.
 
 use std::collections::HashMap;
-use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-/// The fenced store. `KEYS[1]` highest fence written, `KEYS[2]` the log;
-/// `ARGV[1]` the writer's fence, `ARGV[2]` its id. Returns 1 (accepted) or 0.
-/// Every write, accepted or not, is appended to the log in server order.
-pub const STORE_SCRIPT: &str = r#"
-local highest = tonumber(redis.call('GET', KEYS[1]) or '0')
-local fence = tonumber(ARGV[1])
-if fence < highest then
-    redis.call('RPUSH', KEYS[2], 'R ' .. ARGV[1] .. ' ' .. ARGV[2])
-    return 0
-end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('RPUSH', KEYS[2], 'A ' .. ARGV[1] .. ' ' .. ARGV[2])
-return 1
-"#;
+use crate::history::{
+    Event, Fault, Minimums, ServerFault, StoreEntry, Verdict, WorkerHistory, check, store_keys,
+};
+use crate::{FaultProxy, RedisServer, Worker, monotonic_ns};
 
-/// The store's keys for one protected resource: (highest fence, log).
-pub fn store_keys(resource: &str) -> (String, String) {
-    (
-        format!("store:{{{resource}}}:highest"),
-        format!("store:{{{resource}}}:log"),
-    )
+/// How workers reach the locks.
+#[derive(Clone, Debug)]
+pub enum LockPath {
+    /// This URL, for every worker (any topology).
+    Direct(String),
+    /// A fault proxy of its own in front of the server on this port.
+    Proxied(u16),
 }
 
-/// How a section ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The body finished and the lock was held to its end.
-    Completed,
-    /// The loss was signalled (body cancelled, or finished knowing it).
-    Lost,
-    /// Something else failed inside the section (e.g. the store was down).
-    Failed,
+/// The shape of a run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Where the workers' locks live.
+    pub locks: LockPath,
+    /// The plain server the fenced store lives on.
+    pub store_url: String,
+    /// Worker processes at any time.
+    pub workers: usize,
+    /// Tasks per worker.
+    pub tasks: u32,
+    /// Resources (keys) the tasks share.
+    pub resources: u32,
+    /// How long the workers run.
+    pub run_for: Duration,
+    /// Environment for the workers (e.g. `LOCK_RUNTIME_SABOTAGE`).
+    pub env: Vec<(String, String)>,
+    /// Keep the histories of a run with violations, for whoever reads the
+    /// failure (off for runs that are meant to fail).
+    pub keep_histories: bool,
 }
 
-/// What became of the section's write to the fenced store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
-    /// The store took it.
-    Accepted,
-    /// The store turned it away: a larger fence had written.
-    Rejected,
-    /// No answer: not sent, or the section ended first.
-    Unknown,
+/// One worker process of the run.
+struct Member {
+    id: String,
+    process: Worker,
+    proxy: Option<FaultProxy>,
+    history: PathBuf,
+    killed: bool,
 }
 
-/// One acquisition, as its worker saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// Which worker process and task (`pid/task`).
-    pub writer: String,
-    /// The resource.
-    pub key: String,
-    /// Its fencing token.
-    pub fence: u64,
-    /// CLOCK_MONOTONIC when the body started.
-    pub start_ns: u64,
-    /// CLOCK_MONOTONIC when the body ended (or was cancelled).
-    pub end_ns: u64,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// What the store said to its write.
-    pub write: Write,
+/// The worker processes of a run, replaced as faults kill them, and every
+/// fault the driver injected.
+pub struct Fleet {
+    plan: Plan,
+    exe: String,
+    dir: PathBuf,
+    deadline: Instant,
+    members: Vec<Member>,
+    spawned: usize,
+    faults: Vec<Fault>,
+    histories: Vec<(String, PathBuf)>,
 }
 
-impl fmt::Display for Record {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let outcome = match self.outcome {
-            Outcome::Completed => "completed",
-            Outcome::Lost => "lost",
-            Outcome::Failed => "failed",
+/// The lease the worker's sections take.
+pub const TTL: Duration = Duration::from_secs(1);
+
+impl Fleet {
+    /// Starts `plan.workers` workers of `exe` (the `lock_worker` binary),
+    /// recording into a fresh directory named after `name`.
+    pub fn start(exe: &str, name: &str, plan: Plan) -> Self {
+        let dir = std::env::temp_dir().join(format!("lock-chaos-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the history directory");
+        let mut fleet = Self {
+            deadline: Instant::now() + plan.run_for,
+            plan,
+            exe: exe.to_owned(),
+            dir,
+            members: Vec::new(),
+            spawned: 0,
+            faults: Vec::new(),
+            histories: Vec::new(),
         };
-        let write = match self.write {
-            Write::Accepted => "accepted",
-            Write::Rejected => "rejected",
-            Write::Unknown => "unknown",
+        for _ in 0..fleet.plan.workers {
+            let member = fleet.spawn();
+            fleet.members.push(member);
+        }
+        fleet
+    }
+
+    /// Whether the workers' run time is over.
+    pub fn over(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// How long until the workers stop.
+    pub fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    fn spawn(&mut self) -> Member {
+        self.spawned += 1;
+        let id = format!("w{}", self.spawned);
+        let history = self.dir.join(format!("{id}.history"));
+        let (proxy, lock_url) = match &self.plan.locks {
+            LockPath::Direct(url) => (None, url.clone()),
+            LockPath::Proxied(port) => {
+                let proxy = FaultProxy::start(*port);
+                let url = proxy.url();
+                (Some(proxy), url)
+            }
         };
-        write!(
-            f,
-            "{} {} {} {} {} {outcome} {write}",
-            self.writer, self.key, self.fence, self.start_ns, self.end_ns
-        )
-    }
-}
-
-impl Record {
-    /// Parses a line written with `Display`; None for a torn or foreign line
-    /// (a worker killed mid-write leaves at most one).
-    pub fn parse(line: &str) -> Option<Self> {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [writer, key, fence, start, end, outcome, write] = fields.as_slice() else {
-            return None;
-        };
-        Some(Self {
-            writer: (*writer).to_owned(),
-            key: (*key).to_owned(),
-            fence: fence.parse().ok()?,
-            start_ns: start.parse().ok()?,
-            end_ns: end.parse().ok()?,
-            outcome: match *outcome {
-                "completed" => Outcome::Completed,
-                "lost" => Outcome::Lost,
-                "failed" => Outcome::Failed,
-                _ => return None,
-            },
-            write: match *write {
-                "accepted" => Write::Accepted,
-                "rejected" => Write::Rejected,
-                "unknown" => Write::Unknown,
-                _ => return None,
-            },
-        })
-    }
-
-    fn overlaps(&self, other: &Record) -> bool {
-        self.start_ns < other.end_ns && other.start_ns < self.end_ns
-    }
-}
-
-/// One entry of the store's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoreEntry {
-    /// Whether the store took the write.
-    pub accepted: bool,
-    /// The writer's fence.
-    pub fence: u64,
-}
-
-impl StoreEntry {
-    /// Parses `A <fence> <writer>` / `R <fence> <writer>`.
-    pub fn parse(entry: &str) -> Option<Self> {
-        let mut fields = entry.split_whitespace();
-        let accepted = match fields.next()? {
-            "A" => true,
-            "R" => false,
-            _ => return None,
-        };
-        Some(Self {
-            accepted,
-            fence: fields.next()?.parse().ok()?,
-        })
-    }
-}
-
-/// What the checker found.
-#[derive(Debug, Default)]
-pub struct Verdict {
-    /// Acquisitions recorded.
-    pub acquisitions: usize,
-    /// Writes the store turned away as stale.
-    pub stale_rejected: usize,
-    /// Every broken rule, in words.
-    pub violations: Vec<String>,
-}
-
-/// Checks the records of every worker against each other and against the
-/// store's log (per resource, in server order).
-pub fn check(records: &[Record], logs: &HashMap<String, Vec<StoreEntry>>) -> Verdict {
-    let mut verdict = Verdict {
-        acquisitions: records.len(),
-        ..Verdict::default()
-    };
-    let mut by_key: HashMap<&str, Vec<&Record>> = HashMap::new();
-    for record in records {
-        by_key.entry(&record.key).or_default().push(record);
-    }
-    for (key, mut sections) in by_key {
-        sections.sort_by_key(|r| (r.fence, r.start_ns));
-        check_fences_unique(key, &sections, &mut verdict.violations);
-        check_overlaps(key, &sections, &mut verdict.violations);
-        check_completed_order(key, &sections, &mut verdict.violations);
-    }
-    for (key, log) in logs {
-        verdict.stale_rejected += log.iter().filter(|e| !e.accepted).count();
-        check_store_log(key, log, &mut verdict.violations);
-    }
-    check_writes_match_log(records, logs, &mut verdict.violations);
-    verdict
-}
-
-/// A fence is handed out once: two sections with one fence mean two owners.
-fn check_fences_unique(key: &str, sections: &[&Record], violations: &mut Vec<String>) {
-    for pair in sections.windows(2) {
-        if pair[0].fence == pair[1].fence {
-            violations.push(format!(
-                "{key}: fence {} granted twice ({} and {})",
-                pair[0].fence, pair[0].writer, pair[1].writer
-            ));
+        let seconds = self.left().as_secs().max(1).to_string();
+        let args = [
+            "chaos",
+            &id,
+            &lock_url,
+            &self.plan.store_url,
+            &self.plan.resources.to_string(),
+            &self.plan.tasks.to_string(),
+            &seconds,
+            history.to_str().expect("temp paths are UTF-8"),
+        ];
+        let env: Vec<(&str, &str)> = self
+            .plan
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut process = Worker::spawn_with_env(&self.exe, &args, &env);
+        process.expect_line("ready", Duration::from_secs(30));
+        self.histories.push((id.clone(), history.clone()));
+        Member {
+            id,
+            process,
+            proxy,
+            history,
+            killed: false,
         }
     }
-}
 
-/// Two sections that overlap in time: the newer owner is legitimate only if
-/// the older one was told of its loss, and two completed sections (both
-/// held to the end) must never overlap.
-fn check_overlaps(key: &str, sections: &[&Record], violations: &mut Vec<String>) {
-    for (i, older) in sections.iter().enumerate() {
-        for newer in &sections[i + 1..] {
-            if !older.overlaps(newer) {
+    /// A worker inside a critical section right now, by its history (the
+    /// last section it began has not ended), waiting up to `within` for
+    /// one that `wanted` accepts, and then for any holder.
+    fn find_holder(&self, within: Duration, wanted: impl Fn(&Open) -> bool) -> Option<usize> {
+        let deadline = Instant::now() + within;
+        let mut any = None;
+        loop {
+            for (index, member) in self.members.iter().enumerate() {
+                if member.killed {
+                    continue;
+                }
+                if let Some(open) = open_section(&member.history) {
+                    if wanted(&open) {
+                        return Some(index);
+                    }
+                    any.get_or_insert(index);
+                }
+            }
+            if Instant::now() >= deadline {
+                return any;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// kill -9 a holder, as a crash would, and start a replacement.
+    pub fn kill_holder(&mut self) -> bool {
+        let Some(index) = self.find_holder(Duration::from_secs(2), |open| open.mode == "cancel")
+        else {
+            return false;
+        };
+        let member = &mut self.members[index];
+        let t = monotonic_ns();
+        member.process.kill9();
+        member.killed = true;
+        self.faults.push(Fault::Kill {
+            worker: member.id.clone(),
+            t,
+        });
+        let replacement = self.spawn();
+        self.members[index] = replacement;
+        true
+    }
+
+    /// SIGSTOP a holder for `pause` (longer than its lease: a GC pause),
+    /// preferring one between its two writes that writes on after a loss:
+    /// after the thaw, its second write comes late, after newer owners
+    /// wrote, and the fence must refuse it.
+    pub fn freeze_holder(&mut self, pause: Duration) -> bool {
+        let between_writes = |open: &Open| open.mode == "continue" && open.writes == 1;
+        let Some(index) = self.find_holder(Duration::from_secs(3), between_writes) else {
+            return false;
+        };
+        let member = &self.members[index];
+        let start = monotonic_ns();
+        member.process.pause();
+        std::thread::sleep(pause);
+        member.process.resume();
+        self.faults.push(Fault::Freeze {
+            worker: member.id.clone(),
+            start,
+            end: monotonic_ns(),
+        });
+        true
+    }
+
+    /// Cuts a holder's network path to the locks for `pause`: nothing is
+    /// forwarded either way (held back, as TCP would), no connection closes.
+    pub fn cut_holder(&mut self, pause: Duration) -> bool {
+        let Some(index) = self.find_holder(Duration::from_secs(2), |_| true) else {
+            return false;
+        };
+        let member = &self.members[index];
+        let Some(proxy) = &member.proxy else {
+            return false;
+        };
+        let start = monotonic_ns();
+        proxy.blackhole(true);
+        std::thread::sleep(pause);
+        proxy.blackhole(false);
+        self.faults.push(Fault::Cut {
+            worker: member.id.clone(),
+            start,
+            end: monotonic_ns(),
+        });
+        true
+    }
+
+    /// Arms every worker's proxy to drop its next reply to a lock script,
+    /// and records the drops that happened within `within`.
+    pub fn drop_replies(&mut self, within: Duration) -> usize {
+        let armed: Vec<(usize, usize)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.proxy.as_ref().map(|p| (i, p.replies_dropped())))
+            .collect();
+        for &(index, _) in &armed {
+            if let Some(proxy) = &self.members[index].proxy {
+                proxy.drop_reply_to(b"EVALSHA");
+            }
+        }
+        std::thread::sleep(within);
+        let mut dropped = 0;
+        for (index, before) in armed {
+            let member = &self.members[index];
+            let Some(proxy) = &member.proxy else { continue };
+            proxy.disarm_drop_reply();
+            if proxy.replies_dropped() > before {
+                dropped += 1;
+                self.faults.push(Fault::DroppedReply {
+                    worker: member.id.clone(),
+                    t: monotonic_ns(),
+                });
+            }
+        }
+        dropped
+    }
+
+    /// Records a fault on a server, which the driver injected itself.
+    pub fn record_server_fault(&mut self, what: ServerFault, start: u64, end: u64) {
+        self.faults.push(Fault::Server { what, start, end });
+    }
+
+    /// Lets the workers finish, then judges the run: the histories, the
+    /// faults and the store's log on `store`. A history that cannot be read
+    /// or parsed fails the run.
+    pub fn finish(self, store: &RedisServer) -> Verdict {
+        for member in self.members {
+            if member.killed {
                 continue;
             }
-            if older.outcome == Outcome::Completed && newer.outcome == Outcome::Completed {
-                violations.push(format!(
-                    "{key}: completed sections overlap: fence {} ({}) and fence {} ({})",
-                    older.fence, older.writer, newer.fence, newer.writer
-                ));
-            } else if older.outcome == Outcome::Completed {
-                violations.push(format!(
-                    "{key}: fence {} ({}) completed while fence {} ({}) held the lock: a silent loss",
-                    older.fence, older.writer, newer.fence, newer.writer
-                ));
-            }
+            let output = member.process.finish(Duration::from_secs(60));
+            assert!(
+                output.status.success(),
+                "chaos worker {} failed: {}",
+                member.id,
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
-    }
-}
-
-/// Completed sections, in time order, carry strictly increasing fences.
-fn check_completed_order(key: &str, sections: &[&Record], violations: &mut Vec<String>) {
-    let mut completed: Vec<&&Record> = sections
-        .iter()
-        .filter(|r| r.outcome == Outcome::Completed)
-        .collect();
-    completed.sort_by_key(|r| r.start_ns);
-    for pair in completed.windows(2) {
-        if pair[0].fence >= pair[1].fence {
-            violations.push(format!(
-                "{key}: fence went from {} to {} between completed sections",
-                pair[0].fence, pair[1].fence
-            ));
-        }
-    }
-}
-
-/// The store accepted strictly increasing fences, and rejected exactly the
-/// writes below the highest fence written before them.
-fn check_store_log(key: &str, log: &[StoreEntry], violations: &mut Vec<String>) {
-    let mut highest = 0;
-    for entry in log {
-        let stale = entry.fence < highest;
-        if entry.accepted && stale {
-            violations.push(format!(
-                "{key}: stale write with fence {} accepted after fence {highest}",
-                entry.fence
-            ));
-        }
-        if !entry.accepted && !stale {
-            violations.push(format!(
-                "{key}: current write with fence {} rejected",
-                entry.fence
-            ));
-        }
-        if entry.accepted {
-            highest = highest.max(entry.fence);
-        }
-    }
-}
-
-/// Every write a worker saw answered is in the store's log, with that answer.
-fn check_writes_match_log(
-    records: &[Record],
-    logs: &HashMap<String, Vec<StoreEntry>>,
-    violations: &mut Vec<String>,
-) {
-    for record in records {
-        let expected = match record.write {
-            Write::Accepted => true,
-            Write::Rejected => false,
-            Write::Unknown => continue,
-        };
-        let found = logs.get(&record.key).is_some_and(|log| {
-            log.iter()
-                .any(|e| e.fence == record.fence && e.accepted == expected)
-        });
-        if !found {
-            violations.push(format!(
-                "{}: the worker saw fence {} {:?}, the store has no such entry",
-                record.key, record.fence, record.write
-            ));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(fence: u64, start: u64, end: u64, outcome: Outcome) -> Record {
-        Record {
-            writer: format!("w{fence}"),
-            key: "k".into(),
-            fence,
-            start_ns: start,
-            end_ns: end,
-            outcome,
-            write: Write::Unknown,
-        }
-    }
-
-    fn verdict(records: &[Record]) -> Verdict {
-        check(records, &HashMap::new())
-    }
-
-    #[test]
-    fn a_clean_history_passes() {
-        let records = [
-            record(1, 0, 10, Outcome::Completed),
-            record(2, 11, 20, Outcome::Completed),
-            // Paused past its lease, told so: may overlap the next owner.
-            record(3, 21, 90, Outcome::Lost),
-            record(4, 60, 70, Outcome::Completed),
-        ];
-        let verdict = verdict(&records);
-        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
-        assert_eq!(verdict.acquisitions, 4);
-    }
-
-    #[test]
-    fn overlapping_completed_sections_are_caught() {
-        let records = [
-            record(1, 0, 10, Outcome::Completed),
-            record(2, 5, 20, Outcome::Completed),
-        ];
-        assert_eq!(verdict(&records).violations.len(), 1);
-    }
-
-    #[test]
-    fn a_silent_loss_is_caught() {
-        // The older owner "completed" while the newer one already held it.
-        let records = [
-            record(1, 0, 30, Outcome::Completed),
-            record(2, 10, 20, Outcome::Lost),
-        ];
-        let violations = verdict(&records).violations;
-        assert!(
-            violations.iter().any(|v| v.contains("silent loss")),
-            "{violations:?}"
-        );
-    }
-
-    #[test]
-    fn a_fence_granted_twice_is_caught() {
-        let records = [
-            record(5, 0, 10, Outcome::Completed),
-            record(5, 20, 30, Outcome::Completed),
-        ];
-        let violations = verdict(&records).violations;
-        assert!(
-            violations.iter().any(|v| v.contains("granted twice")),
-            "{violations:?}"
-        );
-    }
-
-    #[test]
-    fn fences_going_backwards_are_caught() {
-        let records = [
-            record(7, 0, 10, Outcome::Completed),
-            record(6, 20, 30, Outcome::Completed),
-        ];
-        let violations = verdict(&records).violations;
-        assert!(
-            violations.iter().any(|v| v.contains("went from 7 to 6")),
-            "{violations:?}"
-        );
-    }
-
-    #[test]
-    fn the_store_log_is_checked() {
-        let entry = |accepted, fence| StoreEntry { accepted, fence };
-        let good = vec![
-            entry(true, 1),
-            entry(true, 3),
-            entry(false, 2),
-            entry(true, 4),
-        ];
-        let bad = vec![entry(true, 3), entry(true, 2), entry(false, 5)];
-        let logs = HashMap::from([("good".to_owned(), good), ("bad".to_owned(), bad)]);
-        let verdict = check(&[], &logs);
-        assert_eq!(verdict.stale_rejected, 2);
-        assert_eq!(verdict.violations.len(), 2, "{:?}", verdict.violations);
-    }
-
-    #[test]
-    fn a_write_the_store_never_saw_is_caught() {
-        let mut accepted = record(1, 0, 10, Outcome::Completed);
-        accepted.write = Write::Accepted;
-        let verdict = check(&[accepted], &HashMap::new());
-        assert_eq!(verdict.violations.len(), 1);
-    }
-
-    #[test]
-    fn records_survive_a_round_trip_through_text() {
-        let mut original = record(42, 100, 200, Outcome::Lost);
-        original.write = Write::Rejected;
-        assert_eq!(Record::parse(&original.to_string()), Some(original));
-        assert_eq!(Record::parse("torn line 12"), None);
-        assert_eq!(
-            StoreEntry::parse("R 7 123/4"),
-            Some(StoreEntry {
-                accepted: false,
-                fence: 7
+        let workers: Vec<WorkerHistory> = self
+            .histories
+            .iter()
+            .map(|(id, path)| {
+                let text = std::fs::read_to_string(path)
+                    .unwrap_or_else(|e| panic!("read the history of {id}: {e}"));
+                WorkerHistory::parse(id, &text)
             })
-        );
+            .collect();
+        let logs = store_logs(store, self.plan.resources);
+        let grace = u64::try_from(TTL.as_nanos()).unwrap_or(u64::MAX);
+        let verdict = check(&workers, &self.faults, &logs, grace);
+        if verdict.violations.is_empty() || !self.plan.keep_histories {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            // Kept for whoever reads the failure.
+            let faults: Vec<String> = self.faults.iter().map(ToString::to_string).collect();
+            let _ = std::fs::write(self.dir.join("faults"), faults.join("\n"));
+            eprintln!("chaos: histories and faults kept in {}", self.dir.display());
+        }
+        verdict
     }
+}
+
+/// The section `history` has open (begun, not ended), if any.
+struct Open {
+    mode: String,
+    writes: usize,
+}
+
+/// The section `history` has open, if any.
+fn open_section(history: &Path) -> Option<Open> {
+    let text = std::fs::read_to_string(history).ok()?;
+    let mut modes: HashMap<String, String> = HashMap::new();
+    let mut writes: HashMap<String, usize> = HashMap::new();
+    let mut open: Vec<String> = Vec::new();
+    for event in text.lines().filter_map(Event::parse) {
+        match event {
+            Event::Invoke { sid, mode, .. } => {
+                modes.insert(sid, mode.to_string());
+            }
+            Event::Begin { sid, .. } => open.push(sid),
+            Event::Write { sid, .. } => *writes.entry(sid).or_default() += 1,
+            Event::End { sid, .. } => open.retain(|s| *s != sid),
+            _ => {}
+        }
+    }
+    let sid = open.last()?;
+    Some(Open {
+        mode: modes.get(sid).cloned().unwrap_or_default(),
+        writes: writes.get(sid).copied().unwrap_or(0),
+    })
+}
+
+/// The store's log of every resource, in server order.
+fn store_logs(store: &RedisServer, resources: u32) -> HashMap<String, Vec<StoreEntry>> {
+    let mut logs = HashMap::new();
+    for resource in 0..resources {
+        let key = format!("r{resource}");
+        let (_, log_key) = store_keys(&key);
+        let entries = match store.cmd(&["LRANGE", &log_key, "0", "-1"]) {
+            redis::Value::Array(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    redis::Value::BulkString(bytes) => {
+                        let text = String::from_utf8_lossy(&bytes).into_owned();
+                        StoreEntry::parse(&text)
+                            .unwrap_or_else(|| panic!("{log_key}: unreadable entry `{text}`"))
+                    }
+                    other => panic!("{log_key}: unexpected entry {other:?}"),
+                })
+                .collect(),
+            other => panic!("LRANGE {log_key}: {other:?}"),
+        };
+        logs.insert(key, entries);
+    }
+    logs
+}
+
+/// Prints the run's summary line where every run shows it (not captured
+/// by the test harness), then fails on any violation or shortfall.
+pub fn report(name: &str, verdict: &Verdict, minimums: &Minimums, faults_injected: usize) {
+    let line = format!(
+        "{name} {} faults_injected={faults_injected}\n",
+        verdict.summary()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    assert!(
+        verdict.violations.is_empty(),
+        "{name}: violations:\n{}",
+        verdict.violations.join("\n")
+    );
+    let shortfalls = verdict.shortfalls(minimums);
+    assert!(shortfalls.is_empty(), "{name}: {}", shortfalls.join("; "));
 }

@@ -78,6 +78,8 @@ struct Shared {
     blackhole: watch::Sender<bool>,
     /// The armed [`FaultProxy::drop_reply_to`] pattern, if any.
     drop_reply: Mutex<Option<Vec<u8>>>,
+    /// Replies cut by [`FaultProxy::drop_reply_to`] since start.
+    dropped: AtomicUsize,
     /// Connections accepted since start.
     accepted: AtomicUsize,
     /// Connections accepted whose sockets are not closed yet.
@@ -148,6 +150,7 @@ impl FaultProxy {
             latency: Mutex::new(Duration::ZERO),
             blackhole: watch::Sender::new(false),
             drop_reply: Mutex::new(None),
+            dropped: AtomicUsize::new(0),
             accepted: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
         });
@@ -260,6 +263,22 @@ impl FaultProxy {
             .unwrap_or_else(PoisonError::into_inner) = Some(pattern.to_vec());
     }
 
+    /// Disarms a [`FaultProxy::drop_reply_to`] pattern that has not fired.
+    pub fn disarm_drop_reply(&self) {
+        *self
+            .shared
+            .drop_reply
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// How many replies [`FaultProxy::drop_reply_to`] has cut: an armed
+    /// pattern counts once its command went to the server and the
+    /// connection is being cut.
+    pub fn replies_dropped(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
+    }
+
     /// How many client connections the proxy has accepted since it started.
     pub fn connections_accepted(&self) -> usize {
         self.shared.accepted.load(Ordering::SeqCst)
@@ -313,6 +332,7 @@ impl Shared {
         });
         if hit {
             *armed = None;
+            self.dropped.fetch_add(1, Ordering::SeqCst);
         }
         hit
     }

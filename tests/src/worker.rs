@@ -17,9 +17,15 @@ impl Worker {
     /// Starts `exe` (a test binary's path, e.g. `env!("CARGO_BIN_EXE_lock_worker")`)
     /// with `args`, its stdout piped so the test can read what it reports.
     pub fn spawn(exe: &str, args: &[&str]) -> Self {
+        Self::spawn_with_env(exe, args, &[])
+    }
+
+    /// [`Worker::spawn`] with environment variables set for the worker.
+    pub fn spawn_with_env(exe: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(exe);
         command
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -103,6 +103,10 @@ impl Watchdog {
     /// Starts watching a freshly acquired lease, whose acquire request was
     /// sent at `sent_at`.
     pub(crate) fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentWatchdog) {
+            return;
+        }
         let mut schedule = self.shared.schedule();
         let first_event = schedule.watch(lease, renews, sent_at);
         let sooner = schedule.armed_until.is_none_or(|armed| first_event < armed);

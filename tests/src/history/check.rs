@@ -52,10 +52,18 @@ impl Section {
         self.begin.map(|(_, t)| t)
     }
 
-    /// Whether the held interval `[begin, end)` meets `[from, until)`.
+    /// Until when the section relied on its lock: its body's end (`done`)
+    /// when the body returned, else the end of the call (a body cancelled,
+    /// or killed). The call's own end comes after its release, when the
+    /// next owner may already have begun.
+    fn held_until(&self) -> u64 {
+        self.done.unwrap_or(self.end)
+    }
+
+    /// Whether the held interval `[begin, held_until)` meets `[from, until)`.
     fn held_over(&self, from: u64, until: u64) -> bool {
         self.began()
-            .is_some_and(|began| began < until && from < self.end)
+            .is_some_and(|began| began < until && from < self.held_until())
     }
 }
 
@@ -541,9 +549,9 @@ fn check_exclusion(
         // Sorted by begin: only sections beginning before `first` ends can overlap it.
         for second in by_begin[i + 1..]
             .iter()
-            .take_while(|s| s.began() < Some(first.end))
+            .take_while(|s| s.began() < Some(first.held_until()))
         {
-            if !first.held_over(second.began().unwrap_or_default(), second.end) {
+            if !first.held_over(second.began().unwrap_or_default(), second.held_until()) {
                 continue;
             }
             let (older, newer) = if first.fence() < second.fence() {
@@ -558,7 +566,7 @@ fn check_exclusion(
                     "{key}: fence {} ({}) held until {}{} while fence {} ({}) began at {}, {why}",
                     older.fence_text(),
                     older.sid,
-                    older.end,
+                    older.held_until(),
                     if older.outcome == Outcome::Killed {
                         " (killed)"
                     } else {
@@ -582,17 +590,17 @@ fn overlap_unexcused(
     grace_ns: u64,
 ) -> Option<String> {
     let newer_began = newer.began().unwrap_or_default();
-    let older_began = older.began().unwrap_or_default();
     if older.told.is_some_and(|told| told <= newer_began) {
         return None;
     }
-    // Frozen while holding, before the newer one began: it could not be
-    // told while stopped, so it gets `grace_ns` after the thaw.
+    // Frozen after it asked for the lock (while holding it, or between the
+    // grant and its first statement), before the newer one began: it could
+    // not be told while stopped, so it gets `grace_ns` after the thaw.
     let freezes: Vec<(u64, u64)> = faults
         .iter()
         .filter_map(|fault| match fault {
             Fault::Freeze { worker, start, end }
-                if *worker == older.worker && *start <= newer_began && *end >= older_began =>
+                if *worker == older.worker && *start <= newer_began && *end >= older.invoke =>
             {
                 Some((*start, *end))
             }
@@ -601,7 +609,7 @@ fn overlap_unexcused(
         .collect();
     let covered = |thaw: u64| {
         let limit = thaw.saturating_add(grace_ns);
-        older.told.is_some_and(|told| told <= limit) || older.end <= limit
+        older.told.is_some_and(|told| told <= limit) || older.held_until() <= limit
     };
     if freezes.iter().any(|&(_, thaw)| covered(thaw)) {
         return None;
@@ -625,18 +633,19 @@ fn overlap_unexcused(
     Some(format!("and was told {told}{freeze}: {kind}"))
 }
 
-/// S5: a section that began after another ended carries a larger fence.
+/// S5: a section invoked after another's held interval ended carries a
+/// larger fence. (Invoked, not begun: its grant came after it asked, while
+/// a freeze can put any time between a grant and the body's first step.)
 fn check_fence_order(key: &str, granted: &[&Section], violations: &mut Vec<String>) {
     let mut by_end = granted.to_vec();
-    by_end.sort_by_key(|s| s.end);
-    let mut by_begin = granted.to_vec();
-    by_begin.sort_by_key(|s| s.began());
+    by_end.sort_by_key(|s| s.held_until());
+    let mut by_invoke = granted.to_vec();
+    by_invoke.sort_by_key(|s| s.invoke);
     // Sweep: `highest` is the largest fence among sections ended so far.
     let mut ended = by_end.iter().peekable();
     let mut highest: Option<&Section> = None;
-    for newer in by_begin {
-        let began = newer.began().unwrap_or_default();
-        while let Some(older) = ended.next_if(|s| s.end <= began) {
+    for newer in by_invoke {
+        while let Some(older) = ended.next_if(|s| s.held_until() <= newer.invoke) {
             if highest.is_none_or(|h| older.fence() > h.fence()) {
                 highest = Some(older);
             }
@@ -645,12 +654,13 @@ fn check_fence_order(key: &str, granted: &[&Section], violations: &mut Vec<Strin
         if let Some(older) = highest.filter(|h| h.fence() > newer.fence()) {
             violations.push(format!(
                 "{key}: fence went backwards: fence {} ({}) ended at {}, then fence {} ({}) \
-                 began at {began}",
+                 was invoked at {}",
                 older.fence_text(),
                 older.sid,
-                older.end,
+                older.held_until(),
                 newer.fence_text(),
                 newer.sid,
+                newer.invoke,
             ));
         }
     }
@@ -803,7 +813,7 @@ fn contended_handoffs(granted: &[&Section]) -> usize {
         .windows(2)
         .filter(|pair| {
             let (a, b) = (pair[0], pair[1]);
-            b.invoke < a.end && b.began().is_some_and(|began| a.end <= began)
+            b.invoke < a.held_until() && b.began().is_some_and(|began| a.held_until() <= began)
         })
         .count()
 }
@@ -1045,7 +1055,7 @@ mod tests {
         only_violation(
             &verdict,
             &[
-                "r0: fence 5 (w1.1) held until 400 while fence 6 (w2.1) began at 300",
+                "r0: fence 5 (w1.1) held until 390 while fence 6 (w2.1) began at 300",
                 "told never: a silent overlap",
             ],
         );
@@ -1093,6 +1103,38 @@ mod tests {
         let workers = older_then_newer(&["done w1.1 340", "end w1.1 ok 350"]);
         let verdict = check(&workers, &faults(&["freeze w1 130 260"]), &no_logs(), GRACE);
         assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+    }
+
+    #[test]
+    fn s2_a_holder_frozen_between_its_grant_and_its_begin_is_covered_too() {
+        // Frozen right after invoking (the grant came in, the body had not
+        // started): its lease ran out while stopped, the newer owner began,
+        // and after the thaw it began (while the newer one still held) and
+        // was told within the grace.
+        let workers = vec![
+            worker(
+                "w1",
+                &[
+                    "invoke w1.1 r0 cancel 100",
+                    "begin w1.1 5 420",
+                    "told w1.1 430",
+                    "end w1.1 lost 440",
+                ],
+            ),
+            worker(
+                "w2",
+                &[
+                    "invoke w2.1 r0 cancel 150",
+                    "begin w2.1 6 300",
+                    "done w2.1 480",
+                    "end w2.1 ok 490",
+                ],
+            ),
+        ];
+        let verdict = check(&workers, &faults(&["freeze w1 105 400"]), &no_logs(), GRACE);
+        assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+        let unfrozen = check(&workers, &[], &no_logs(), GRACE);
+        only_violation(&unfrozen, &["fence 5 (w1.1)", "a late loss signal"]);
     }
 
     #[test]
@@ -1248,7 +1290,7 @@ mod tests {
         only_violation(
             &verdict,
             &[
-                "r0: fence went backwards: fence 7 (w1.1) ended at 130, then fence 6 (w2.1) began at 210",
+                "r0: fence went backwards: fence 7 (w1.1) ended at 120, then fence 6 (w2.1) was invoked at 200",
             ],
         );
     }
@@ -1478,7 +1520,7 @@ mod tests {
         let verdict = check(&workers, &[], &logs, GRACE);
         only_violation(
             &verdict,
-            &["fence 1752000000000001 (w1.1) ended at 140, then fence 1752000000000000 (w2.1)"],
+            &["fence 1752000000000001 (w1.1) ended at 130, then fence 1752000000000000 (w2.1)"],
         );
     }
 }

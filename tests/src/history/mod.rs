@@ -34,9 +34,12 @@
 //!   recorded `write` (same sid and n) of a section of that key holding that
 //!   fence; otherwise it is a phantom write.
 //! - **S1 unique fences.** Per key, no two sections begin with one fence.
-//! - **S2 exclusion.** Per key, when the held intervals `[begin, end)` of A
-//!   and B overlap and A's fence is lower, A was told of its loss at or
-//!   before B began. A holder frozen by the test cannot be told while
+//! - **S2 exclusion.** Per key, when the held intervals of A and B overlap
+//!   and A's fence is lower, A was told of its loss at or before B began. A
+//!   section holds from its `begin` to its body's end, `done` (the call's
+//!   own `end` comes after the release, when the next owner may have begun
+//!   legitimately), or to its `end` when the body never returned
+//!   (cancelled, killed). A holder frozen by the test cannot be told while
 //!   stopped: if its worker was frozen while it held, before B began, it is
 //!   enough that A was told, or ended, within `grace` (the lease ttl) of the
 //!   thaw. A killed A ends at the kill, so B beginning before the kill of an
@@ -48,8 +51,9 @@
 //!   the store rules judge their late writes.
 //! - **S4 store log.** Per key, in log order, an entry is accepted iff its
 //!   fence is at least the highest accepted before it.
-//! - **S5 fence order.** Per key, a section that began after another ended
-//!   carries a larger fence.
+//! - **S5 fence order.** Per key, a section invoked after another's held
+//!   interval ended carries a larger fence (invoked, not begun: its grant
+//!   came after it asked, and a freeze can separate a grant from `begin`).
 //!
 //! The [`Verdict`] also counts what the run exercised (handoffs, loss
 //! signals, refused stale writes, faults that hit a section), and

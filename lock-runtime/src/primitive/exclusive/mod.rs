@@ -111,6 +111,10 @@ async fn release_on_node(
     token: &OwnerToken,
 ) -> Result<bool, LockError> {
     let mut call = scripts::RELEASE.call();
+    #[cfg(feature = "sabotage")]
+    if crate::sabotage::active() == Some(crate::sabotage::Sabotage::BlindRelease) {
+        call = scripts::BLIND_RELEASE.call();
+    }
     call.key(keys.lock())
         .arg(token.as_str())
         .arg(keys.channel())

@@ -88,6 +88,19 @@ return 0
     )
 });
 
+/// A broken release, for the `sabotage` feature only: deletes the key
+/// whoever holds it.
+#[cfg(feature = "sabotage")]
+pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], '1')
+return 1
+"#,
+    )
+});
+
 /// Renews a batch of leases in one command (the watchdog's round).
 ///
 /// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.

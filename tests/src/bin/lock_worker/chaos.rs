@@ -1,172 +1,273 @@
 //! `lock_worker chaos`: tasks that take locks through `#[distributed_lock]`
-//! and write to the fenced store while the test injects faults, recording
-//! every section for the checker (`lock_tests::chaos`).
+//! and write to a fenced store, recording a history for the checker
+//! (`lock_tests::history`).
+//!
+//! The history is written ahead: each event is appended (one `write` per
+//! line, to a file opened for appending) *before* the step it announces,
+//! so a worker killed with -9 has recorded everything it began, and loses
+//! at most the line being written. A record that cannot be written ends
+//! the worker with an error, which fails the run.
+//!
+//! Each section writes twice to the store; one section in eight holds the
+//! lock for one and a half leases, so that the watchdog has to renew it.
+//! One task in four runs its sections with `on_lost = "continue"` (a holder
+//! that ignores the signal and writes late, for the fence to refuse).
 
+use std::fs::File;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, distributed_lock};
-use lock_tests::chaos::{Outcome, Record, STORE_SCRIPT, Write, store_keys};
+use lock_tests::history::{Event, Mode, Outcome, STORE_SCRIPT, store_keys};
 use lock_tests::monotonic_ns;
 use redis::aio::ConnectionManager;
 
-/// What one section did so far; read back when the section is cancelled.
-#[derive(Default)]
-struct Progress {
-    fence: Option<u64>,
-    start_ns: u64,
-    end_ns: Option<u64>,
-    /// Whether the lock was still held when the body ended (timestamp first,
-    /// then the check, so a held lock covers the whole recorded interval).
-    held_to_end: bool,
-    write: Option<Write>,
+/// The lease every section takes (the attribute's literal below).
+const TTL: Duration = Duration::from_secs(1);
+
+/// What one chaos worker was asked to do.
+pub struct ChaosArgs<'a> {
+    pub worker: &'a str,
+    pub lock_url: &'a str,
+    pub store_url: &'a str,
+    pub resources: u64,
+    pub tasks: u64,
+    pub seconds: u64,
+    pub history: &'a str,
 }
 
-/// Everything a section needs: where to write and where to note progress.
+/// The history file, shared by every task of the worker.
+struct History {
+    file: Mutex<File>,
+}
+
+impl History {
+    /// Appends `event`, or ends the worker: a history with a hole in it
+    /// would let the checker pass a run it should not.
+    fn record(&self, event: Event) {
+        let line = format!("{event}\n");
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(err) = file.write_all(line.as_bytes()) {
+            eprintln!("lock_worker: cannot record `{}`: {err}", line.trim_end());
+            std::process::exit(3);
+        }
+    }
+}
+
+/// Everything a section needs.
 struct Section {
+    history: Arc<History>,
     store: ConnectionManager,
     script: redis::Script,
-    writer: String,
-    progress: Mutex<Progress>,
+    sid: String,
+    key: String,
     pause: Duration,
+    long: bool,
+    /// The loss was recorded (by the watcher or by the caller), once.
+    told: Arc<AtomicBool>,
+    /// The task that records the loss signal, while the section needs one.
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Section {
-    fn note(&self, update: impl FnOnce(&mut Progress)) {
-        update(&mut self.progress.lock().unwrap_or_else(|e| e.into_inner()));
+    fn record_told(history: &History, told: &AtomicBool, sid: &str) {
+        if !told.swap(true, Ordering::SeqCst) {
+            history.record(Event::Told {
+                sid: sid.to_owned(),
+                t: monotonic_ns(),
+            });
+        }
     }
 
-    /// The critical section: some work, one fenced write, a little more work.
-    async fn run(&self, key: &str) -> Result<(), LockError> {
-        let Some(lock) = lock_runtime::current() else {
-            return Err(LockError::Config("chaos section ran without a lock".into()));
-        };
-        self.note(|p| {
-            p.fence = Some(lock.fence());
-            p.start_ns = monotonic_ns();
+    /// The critical section; `done` is recorded when its body returns, with
+    /// or without an error (a cancelled body never records it).
+    async fn run(&self) -> Result<(), LockError> {
+        let result = self.body().await;
+        self.history.record(Event::Done {
+            sid: self.sid.clone(),
+            t: monotonic_ns(),
         });
+        result
+    }
+
+    /// Work, a fenced write, more work (long for one section in eight),
+    /// another fenced write, a little more work.
+    async fn body(&self) -> Result<(), LockError> {
+        let Some(lock) = lock_runtime::current() else {
+            return Err(LockError::Config(
+                "a chaos section ran without a lock".into(),
+            ));
+        };
+        self.history.record(Event::Begin {
+            sid: self.sid.clone(),
+            fence: lock.fence(),
+            t: monotonic_ns(),
+        });
+        // The loss signal, observed on its own, as early as it comes.
+        let watcher = {
+            let (history, told, sid) = (self.history.clone(), self.told.clone(), self.sid.clone());
+            let lost = lock.lost();
+            tokio::spawn(async move {
+                lost.await;
+                Section::record_told(&history, &told, &sid);
+            })
+        };
+        *self.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
         tokio::time::sleep(self.pause).await;
-        let (highest, log) = store_keys(key);
-        let mut store = self.store.clone();
-        let accepted: i64 = self
+        self.write(1, lock.fence()).await?;
+        let hold = if self.long {
+            TTL * 3 / 2
+        } else {
+            self.pause / 2
+        };
+        tokio::time::sleep(hold).await;
+        self.write(2, lock.fence()).await?;
+        tokio::time::sleep(self.pause / 2).await;
+        Ok(())
+    }
+
+    async fn write(&self, n: u32, fence: u64) -> Result<(), LockError> {
+        self.history.record(Event::Write {
+            sid: self.sid.clone(),
+            n,
+            t: monotonic_ns(),
+        });
+        let (highest, log) = store_keys(&self.key);
+        let _accepted: i64 = self
             .script
             .key(highest)
             .key(log)
-            .arg(lock.fence())
-            .arg(&self.writer)
-            .invoke_async(&mut store)
+            .arg(fence)
+            .arg(&self.sid)
+            .arg(n)
+            .invoke_async(&mut self.store.clone())
             .await?;
-        let write = if accepted == 1 {
-            Write::Accepted
-        } else {
-            Write::Rejected
-        };
-        self.note(|p| p.write = Some(write));
-        tokio::time::sleep(self.pause / 2).await;
-        self.note(|p| p.end_ns = Some(monotonic_ns()));
-        let held = lock.is_held();
-        self.note(|p| p.held_to_end = held);
         Ok(())
     }
 }
 
 /// Cancelled at the next await once the lock is known lost (the default).
-#[distributed_lock(key = "chaos:<key>", ttl = "500ms", wait = "2s")]
+#[distributed_lock(key = "chaos:<key>", ttl = "1s", wait = "3s")]
 async fn cancelled_on_loss(key: &str, section: &Section) -> Result<(), LockError> {
-    section.run(key).await
+    section.run().await
 }
 
-/// Finishes even after a loss, so that its late write reaches the store,
-/// which must turn it away.
-#[distributed_lock(key = "chaos:<key>", ttl = "500ms", wait = "2s", on_lost = "continue")]
+/// Finishes even after a loss: its late writes reach the store, which must
+/// refuse them once a newer owner wrote.
+#[distributed_lock(key = "chaos:<key>", ttl = "1s", wait = "3s", on_lost = "continue")]
 async fn finished_after_loss(key: &str, section: &Section) -> Result<(), LockError> {
-    section.run(key).await
+    section.run().await
 }
 
-/// Runs `tasks` tasks on `keys` resources for `seconds`, appending one
-/// record line per acquisition to `record_file`.
-pub async fn run(
-    url: &str,
-    keys: u32,
-    tasks: u32,
-    seconds: u64,
-    record_file: &str,
-) -> Result<(), String> {
+/// Runs the worker until its deadline.
+pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
     let text = |e: &dyn std::fmt::Display| e.to_string();
-    let config = LockConfig::from_url(url)
+    let mut config = LockConfig::from_url(args.lock_url)
         .map_err(|e| text(&e))?
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(300));
+        .connect_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_millis(500));
+    // `CHAOS_WAIT_REPLICAS=n`: every acquisition waits for n replicas.
+    if let Some(replicas) = std::env::var("CHAOS_WAIT_REPLICAS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        config = config.wait_for_replicas(replicas, Duration::from_millis(500));
+    }
     lock_runtime::init(config).await.map_err(|e| text(&e))?;
-    let client = redis::Client::open(url).map_err(|e| text(&e))?;
+    let client = redis::Client::open(args.store_url).map_err(|e| text(&e))?;
     let store = ConnectionManager::new(client).await.map_err(|e| text(&e))?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(record_file)
-        .map_err(|e| text(&e))?;
-    let file = Arc::new(Mutex::new(file));
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let (store, file) = (store.clone(), file.clone());
-        handles.push(tokio::spawn(async move {
-            let mut random = Xorshift::new(u64::from(std::process::id()) << 16 | u64::from(task));
+        .open(args.history)
+        .map_err(|e| format!("open {}: {e}", args.history))?;
+    let history = Arc::new(History {
+        file: Mutex::new(file),
+    });
+    println!("ready");
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let sections = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..args.tasks {
+        let (store, history, sections) = (store.clone(), history.clone(), sections.clone());
+        let (worker, resources) = (args.worker.to_owned(), args.resources);
+        tasks.push(tokio::spawn(async move {
+            let mut random = Xorshift::new(u64::from(std::process::id()) << 16 | task);
+            let mode = if task % 4 == 3 {
+                Mode::Continue
+            } else {
+                Mode::Cancel
+            };
+            let mut round = 0u64;
             while Instant::now() < deadline {
-                let key = format!("r{}", random.below(u64::from(keys)));
+                round += 1;
+                let seq = sections.fetch_add(1, Ordering::SeqCst);
                 let section = Section {
+                    history: history.clone(),
                     store: store.clone(),
                     script: redis::Script::new(STORE_SCRIPT),
-                    writer: format!("{}/{task}", std::process::id()),
-                    progress: Mutex::new(Progress::default()),
+                    sid: format!("{worker}.{seq}"),
+                    key: format!("r{}", random.below(resources)),
                     pause: Duration::from_millis(1 + random.below(4)),
+                    long: round.is_multiple_of(8),
+                    told: Arc::default(),
+                    watcher: Mutex::new(None),
                 };
-                // One task in four writes even after a loss.
-                let result = if task % 4 == 3 {
-                    finished_after_loss(&key, &section).await
-                } else {
-                    cancelled_on_loss(&key, &section).await
-                };
-                if let Some(record) = record_of(&key, &section, &result) {
-                    let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-                    // One write per line, so a kill -9 tears at most one.
-                    let _ = file.write_all(format!("{record}\n").as_bytes());
-                }
-                if result.is_err() {
-                    // Not a busy loop while the server is down or frozen.
+                let outcome = one_section(&section, mode).await;
+                if matches!(outcome, Outcome::Error | Outcome::Timeout) {
+                    // Not a busy loop while the lock service is down.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
         }));
     }
-    for handle in handles {
-        handle.await.map_err(|e| text(&e))?;
+    for task in tasks {
+        task.await.map_err(|e| text(&e))?;
     }
     println!("done");
     Ok(())
 }
 
-/// The record of one acquisition; None when no lock was granted.
-fn record_of(key: &str, section: &Section, result: &Result<(), LockError>) -> Option<Record> {
-    let progress = section.progress.lock().unwrap_or_else(|e| e.into_inner());
-    let fence = progress.fence?;
-    let outcome = match result {
-        // A finished-after-loss section returns Ok either way; whether it
-        // held the lock to its end is what it recorded.
-        Ok(()) if progress.held_to_end => Outcome::Completed,
-        Ok(()) | Err(LockError::Lost { .. }) => Outcome::Lost,
-        Err(_) => Outcome::Failed,
+/// One section, from `invoke` to `end`.
+async fn one_section(section: &Section, mode: Mode) -> Outcome {
+    section.history.record(Event::Invoke {
+        sid: section.sid.clone(),
+        key: section.key.clone(),
+        mode,
+        t: monotonic_ns(),
+    });
+    let result = match mode {
+        Mode::Cancel => cancelled_on_loss(&section.key, section).await,
+        Mode::Continue => finished_after_loss(&section.key, section).await,
     };
-    Some(Record {
-        writer: section.writer.clone(),
-        key: key.to_owned(),
-        fence,
-        start_ns: progress.start_ns,
-        end_ns: progress.end_ns.unwrap_or_else(monotonic_ns),
+    let outcome = match &result {
+        Ok(_) => Outcome::Ok,
+        Err(LockError::Lost { .. }) => {
+            // Being handed `Lost` is being told, if the watcher was not first.
+            Section::record_told(&section.history, &section.told, &section.sid);
+            Outcome::Lost
+        }
+        Err(LockError::Timeout { .. }) => Outcome::Timeout,
+        Err(_) => Outcome::Error,
+    };
+    section.history.record(Event::End {
+        sid: section.sid.clone(),
         outcome,
-        write: progress.write.unwrap_or(Write::Unknown),
-    })
+        t: monotonic_ns(),
+    });
+    // A lost lock's watcher records the signal and ends; any other waits
+    // for a loss that a released lock never has.
+    let watcher = section
+        .watcher
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(watcher) = watcher.filter(|_| outcome != Outcome::Lost) {
+        watcher.abort();
+    }
+    outcome
 }
 
 /// A small, seedable random source: each task draws keys and pauses from

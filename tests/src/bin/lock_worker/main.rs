@@ -10,14 +10,16 @@
 //!     (so the lock can live on a Cluster, behind Sentinel or on Redlock).
 //! lock_worker config-from-env
 //!     Prints `ok <config>` or `config error <message>` for LockConfig::from_env().
-//! lock_worker chaos <url> <resources> <tasks> <seconds> <record-file>
+//! lock_worker chaos <worker> <lock-url> <store-url> <resources> <tasks> <seconds> <history-file>
 //!     Tasks take locks on random resources through `#[distributed_lock]`
-//!     and write to the fenced store, appending one line per acquisition to
-//!     <record-file> for the chaos checker.
+//!     and write to the fenced store on <store-url>, recording a history
+//!     (`lock_tests::history`) in <history-file>; prints `ready`, then
+//!     `done` at the end.
 //! lock_worker victim <url> <lock-key>
 //!     Takes the lock (500 ms lease, on_lost = "continue"), prints
-//!     `acquired <fence>`, pauses 300 ms (the test freezes it there), then
-//!     writes to the fenced store and prints
+//!     `acquired <fence>`, waits until a newer owner has written to the
+//!     fenced store (which needs its lease to have run out: the test freezes
+//!     it), then writes there itself and prints
 //!     `late-write accepted=<bool> held=<bool>`.
 //! lock_worker hold <url> <lock-key> <ttl-ms>
 //!     Takes the lock, prints `acquired <fence>`, and keeps it (renewed by
@@ -78,9 +80,26 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             }
-            ["chaos", url, keys, tasks, seconds, record_file] => {
-                let (keys, tasks, seconds) = (parse(keys)?, parse(tasks)?, parse(seconds)?);
-                chaos::run(url, keys, tasks, seconds, record_file).await
+            [
+                "chaos",
+                worker,
+                lock_url,
+                store_url,
+                resources,
+                tasks,
+                seconds,
+                history,
+            ] => {
+                chaos::run(chaos::ChaosArgs {
+                    worker,
+                    lock_url,
+                    store_url,
+                    resources: parse(resources)?,
+                    tasks: parse(tasks)?,
+                    seconds: parse(seconds)?,
+                    history,
+                })
+                .await
             }
             ["victim", url, key] => victim(url, key).await,
             ["hold", url, key, ttl_ms] => hold(url, key, parse(ttl_ms)?).await,
@@ -196,13 +215,22 @@ async fn write_late(
     };
     println!("acquired {}", lock.fence());
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (highest, log) = lock_tests::chaos::store_keys(key);
-    let accepted: i64 = redis::Script::new(lock_tests::chaos::STORE_SCRIPT)
+    let (highest, log) = lock_tests::history::store_keys(key);
+    // Wait for the successor's write: an observable state, not a guess of
+    // how long the test takes to freeze this process.
+    loop {
+        let written: Option<u64> = store.get(&highest).await?;
+        if written.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let accepted: i64 = redis::Script::new(lock_tests::history::STORE_SCRIPT)
         .key(highest)
         .key(log)
         .arg(lock.fence())
-        .arg("victim")
+        .arg("victim.1")
+        .arg(1)
         .invoke_async(store)
         .await?;
     Ok((accepted == 1, lock.is_held()))

@@ -1,0 +1,27 @@
+//! Deliberately broken lockers, for proving that the chaos checker catches
+//! broken locks. Test-only: compiled in only with the `sabotage` feature
+//! (which the project's own test package turns on), and inert unless the
+//! environment variable `LOCK_RUNTIME_SABOTAGE` names a defect when a
+//! locker connects. Never enable the feature in an application.
+
+use std::sync::OnceLock;
+
+/// A defect to build into the lockers of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sabotage {
+    /// The watchdog neither renews nor reports losses: leases expire
+    /// silently under a holder that goes on working.
+    SilentWatchdog,
+    /// A release deletes the key whoever holds it (a `GET`-less `DEL`).
+    BlindRelease,
+}
+
+/// The defect this process was started with, if any.
+pub(crate) fn active() -> Option<Sabotage> {
+    static ACTIVE: OnceLock<Option<Sabotage>> = OnceLock::new();
+    *ACTIVE.get_or_init(|| match std::env::var("LOCK_RUNTIME_SABOTAGE").as_deref() {
+        Ok("silent-watchdog") => Some(Sabotage::SilentWatchdog),
+        Ok("blind-release") => Some(Sabotage::BlindRelease),
+        _ => None,
+    })
+}
