@@ -4,7 +4,7 @@
 //!
 //! The benchmark binary (`benches/locks`, run with `cargo bench -p lock-bench`)
 //! starts the servers, runs every [scenario](scenarios) of every
-//! [setup](setup) for every [`Contender`], interleaved and repeated, then
+//! [setup] for every [`Contender`], interleaved and repeated, then
 //! prints a table and writes `target/bench/results.json` and
 //! `target/bench/chart.svg`. This library
 //! holds everything but the rslock adapter, which needs rslock, a

@@ -151,8 +151,13 @@ impl Fleet {
 
     /// A worker inside a critical section right now, by its history (the
     /// last section it began has not ended), waiting up to `within` for
-    /// one that `wanted` accepts, and then for any holder.
-    fn find_holder(&self, within: Duration, wanted: impl Fn(&Open) -> bool) -> Option<usize> {
+    /// one that `wanted` accepts; then any holder if `or_any`.
+    fn find_holder(
+        &self,
+        within: Duration,
+        wanted: impl Fn(&Open) -> bool,
+        or_any: bool,
+    ) -> Option<usize> {
         let deadline = Instant::now() + within;
         let mut any = None;
         loop {
@@ -168,7 +173,7 @@ impl Fleet {
                 }
             }
             if Instant::now() >= deadline {
-                return any;
+                return any.filter(|_| or_any);
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -176,7 +181,8 @@ impl Fleet {
 
     /// kill -9 a holder, as a crash would, and start a replacement.
     pub fn kill_holder(&mut self) -> bool {
-        let Some(index) = self.find_holder(Duration::from_secs(2), |open| open.mode == "cancel")
+        let Some(index) =
+            self.find_holder(Duration::from_secs(2), |open| open.mode == "cancel", true)
         else {
             return false;
         };
@@ -199,7 +205,9 @@ impl Fleet {
     /// wrote, and the fence must refuse it.
     pub fn freeze_holder(&mut self, pause: Duration) -> bool {
         let between_writes = |open: &Open| open.mode == "continue" && open.writes == 1;
-        let Some(index) = self.find_holder(Duration::from_secs(3), between_writes) else {
+        // Such a holder comes along every few seconds: wait for one, so
+        // that every run has late writes for the fence to refuse.
+        let Some(index) = self.find_holder(Duration::from_secs(10), between_writes, false) else {
             return false;
         };
         let member = &self.members[index];
@@ -218,7 +226,7 @@ impl Fleet {
     /// Cuts a holder's network path to the locks for `pause`: nothing is
     /// forwarded either way (held back, as TCP would), no connection closes.
     pub fn cut_holder(&mut self, pause: Duration) -> bool {
-        let Some(index) = self.find_holder(Duration::from_secs(2), |_| true) else {
+        let Some(index) = self.find_holder(Duration::from_secs(2), |_| true, true) else {
             return false;
         };
         let member = &self.members[index];
