@@ -31,13 +31,16 @@ use std::time::{Duration, Instant};
 use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing, in_flight};
 use crate::config::ReplicaAck;
+use crate::core::Core;
+use crate::error::LockError;
+use crate::guard::LockGuard;
 use crate::keys::LockKeys;
 use crate::lease::Lease;
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::stats::Counters;
 use crate::token::OwnerToken;
 use crate::wait::{Backoff, Subscription};
-use crate::{LockError, LockGuard, Locker, clock, validity};
+use crate::{clock, validity};
 
 /// What the request decided.
 pub(crate) struct Plan {
@@ -51,7 +54,7 @@ pub(crate) struct Plan {
 
 /// One acquisition in progress.
 pub(crate) struct Attempt<'a> {
-    locker: &'a Locker,
+    core: &'a Arc<Core>,
     plan: Plan,
     token: OwnerToken,
     route: Route,
@@ -62,14 +65,14 @@ pub(crate) struct Attempt<'a> {
 }
 
 impl<'a> Attempt<'a> {
-    pub(crate) fn new(locker: &'a Locker, plan: Plan) -> Self {
+    pub(crate) fn new(core: &'a Arc<Core>, plan: Plan) -> Self {
         let (flight, landing) = in_flight();
         Self {
             route: Route {
-                conn: locker.backend().pick(),
+                conn: core.backend.pick(),
                 blocking: plan.replicas.is_some(),
             },
-            locker,
+            core,
             plan,
             token: OwnerToken::random(),
             flight,
@@ -80,7 +83,7 @@ impl<'a> Attempt<'a> {
 
     /// Runs the attempt to its end, within its bound (see the module docs).
     pub(crate) async fn run(mut self) -> Result<LockGuard, LockError> {
-        let call_bound = self.locker.config().call_bound();
+        let call_bound = self.core.config.call_bound();
         let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
         let bound = self
             .plan
@@ -96,7 +99,7 @@ impl<'a> Attempt<'a> {
 
     async fn attempt(&mut self) -> Result<LockGuard, LockError> {
         let started = clock::now();
-        let config = self.locker.config();
+        let config = &self.core.config;
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
         let mut subscription: Option<Subscription> = None;
         let mut subscribed = false;
@@ -156,13 +159,13 @@ impl<'a> Attempt<'a> {
                 // try and the subscription would otherwise go unheard.
                 subscribed = true;
                 let patience = left.min(config.response_timeout);
-                let listening = self.locker.releases().subscribe(self.plan.keys.channel());
+                let listening = self.core.releases.subscribe(self.plan.keys.channel());
                 subscription = tokio::time::timeout(patience, listening).await.ok();
                 continue;
             }
             let owner_lease_end = pttl.map_or(Duration::MAX, |p| p + Duration::from_millis(1));
             let pause = backoff.next_pause().min(owner_lease_end).min(left);
-            let counters = self.locker.counters();
+            let counters = &self.core.counters;
             match subscription.as_mut() {
                 Some(subscription) => tokio::select! {
                     () = subscription.released() => Counters::bump(&counters.release_wakeups),
@@ -194,7 +197,7 @@ impl<'a> Attempt<'a> {
                 replicas: self.plan.replicas,
                 flight: &self.flight,
             };
-            match exclusive::acquire(self.locker.backend(), &acquisition).await {
+            match exclusive::acquire(&self.core.backend, &acquisition).await {
                 Ok(reply) => {
                     // A busy answer, or a Redlock round that cleaned up
                     // after itself, proves no try of ours holds the lock.
@@ -224,12 +227,8 @@ impl<'a> Attempt<'a> {
     /// Gives back a grant that came too late to use (on the try's route,
     /// so after it); the attempt stays armed if that fails.
     async fn give_back(&mut self) {
-        let released = exclusive::release(
-            self.locker.backend(),
-            self.route,
-            &self.plan.keys,
-            &self.token,
-        );
+        let released =
+            exclusive::release(&self.core.backend, self.route, &self.plan.keys, &self.token);
         if released.await.is_ok() {
             self.armed = false;
         }
@@ -264,14 +263,14 @@ impl<'a> Attempt<'a> {
         contended: bool,
     ) -> LockGuard {
         self.armed = false;
-        let locker = self.locker;
-        let counters = locker.counters();
+        let core = self.core;
+        let counters = &core.counters;
         Counters::bump(&counters.acquired);
         if contended {
             Counters::bump(&counters.contended);
         }
         let lease = Arc::new(Lease::new(
-            locker.next_lease_id(),
+            core.next_lease_id(),
             self.plan.keys.clone(),
             self.token.clone(),
             fence,
@@ -279,8 +278,7 @@ impl<'a> Attempt<'a> {
             Route::pooled(self.route.conn),
             sent_at,
         ));
-        locker
-            .watchdog()
+        core.watchdog
             .watch(lease.clone(), self.plan.renews, sent_at);
         tracing::debug!(
             key = self.plan.keys.name(),
@@ -288,7 +286,7 @@ impl<'a> Attempt<'a> {
             waited_ms = u64::try_from(started.elapsed_on_clock().as_millis()).unwrap_or(u64::MAX),
             "lock acquired"
         );
-        LockGuard::new(lease, locker.clone(), self.landing.take())
+        LockGuard::new(lease, core.clone(), self.landing.take())
     }
 }
 
@@ -300,9 +298,9 @@ impl Drop for Attempt<'_> {
         // After every call this attempt left running has ended, on the
         // same route: the release cannot overtake the grant it undoes.
         let landing = self.landing.take();
-        let backend = self.locker.backend().clone();
+        let backend = self.core.backend.clone();
         let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
-        self.locker.background().spawn(async move {
+        self.core.background.spawn(async move {
             if let Some(landing) = landing {
                 landing.landed().await;
             }

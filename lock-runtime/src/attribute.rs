@@ -7,9 +7,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::background::on_background;
+use crate::error::LockError;
+use crate::handle::LockHandle;
+use crate::locker::Locker;
 use crate::lost::{self, OnLost};
 use crate::reentrancy::{Frame, held_by_this_task, holding};
-use crate::{LockError, LockHandle, Locker};
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -42,7 +44,7 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
-    if let Some(holder) = held_by_this_task(&locker, &key) {
+    if let Some(holder) = held_by_this_task(locker.core(), &key) {
         return run_nested(&locker, key, holder, options, body).await;
     }
     let mut request = locker.lock(key).watchdog(options.watchdog);
@@ -92,7 +94,7 @@ async fn run_nested<F: Future>(
     // On the library's clock: a sibling that holds the turn may be waiting
     // on Redis, which an application's paused clock knows nothing of.
     let waiting = tokio::time::timeout(wait, holder.turns.clone().lock_owned());
-    let Ok(_turn) = on_background(locker.background(), waiting).await else {
+    let Ok(_turn) = on_background(&locker.core().background, waiting).await else {
         return Err(LockError::Timeout { key, waited: wait });
     };
     if !holder.handle.is_held() {
@@ -118,7 +120,7 @@ async fn run_body<F: Future>(
         return None;
     }
     let output = holding(
-        locker,
+        locker.core(),
         handle.clone(),
         lost::guarded(handle.lease(), on_lost, body),
     )

@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 
 use tokio::runtime::{Builder, Handle};
 
-use crate::LockError;
+use crate::error::LockError;
 
 static RUNTIME: OnceLock<Handle> = OnceLock::new();
 

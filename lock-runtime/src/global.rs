@@ -2,7 +2,9 @@
 
 use once_cell::sync::OnceCell;
 
-use crate::{LockConfig, LockError, Locker};
+use crate::config::LockConfig;
+use crate::error::LockError;
+use crate::locker::Locker;
 
 static GLOBAL: OnceCell<Locker> = OnceCell::new();
 

@@ -8,10 +8,12 @@ use futures_util::future::BoxFuture;
 
 use crate::backend::flights::Landing;
 use crate::background::on_background;
+use crate::core::Core;
+use crate::error::LockError;
+use crate::handle::LockHandle;
 use crate::lease::Lease;
 use crate::primitive::exclusive;
 use crate::stats::Counters;
-use crate::{LockError, LockHandle, Locker};
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
@@ -32,7 +34,7 @@ use crate::{LockError, LockHandle, Locker};
 #[must_use = "dropping a guard releases its lock at once"]
 pub struct LockGuard {
     handle: LockHandle,
-    locker: Locker,
+    core: Arc<Core>,
     /// The acquisition's calls still running on slow Redlock masters: a
     /// release waits for them, so that it cannot overtake one.
     landing: Option<Landing>,
@@ -50,10 +52,10 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(lease: Arc<Lease>, locker: Locker, landing: Option<Landing>) -> Self {
+    pub(crate) fn new(lease: Arc<Lease>, core: Arc<Core>, landing: Option<Landing>) -> Self {
         Self {
             handle: LockHandle::new(lease),
-            locker,
+            core,
             landing,
             released: false,
         }
@@ -106,19 +108,19 @@ impl LockGuard {
     /// bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.lease().mark_released();
-        self.locker.watchdog().forget(self.lease().id);
-        let bound = self.locker.config().call_bound() * 2;
+        self.core.watchdog.forget(self.lease().id);
+        let bound = self.core.config.call_bound() * 2;
         let landing = self.landing.take();
-        let (locker, lease) = (self.locker.clone(), self.lease().clone());
+        let (core, lease) = (self.core.clone(), self.lease().clone());
         let releasing = async move {
-            match tokio::time::timeout(bound, release(&locker, &lease, landing)).await {
+            match tokio::time::timeout(bound, release(&core, &lease, landing)).await {
                 Ok(result) => result,
                 Err(_) => Err(LockError::redis_timeout("release", bound)),
             }
         };
         // Boxed for the same reason as an acquisition (see `LockRequest`).
         let releasing: BoxFuture<'_, Result<bool, LockError>> =
-            Box::pin(on_background(self.locker.background(), releasing));
+            Box::pin(on_background(&self.core.background, releasing));
         let deleted = releasing.await?;
         self.released = true;
         Ok(deleted)
@@ -127,18 +129,13 @@ impl LockGuard {
 
 /// Deletes `lease`'s lock if it is still ours, after the acquisition's
 /// calls still in flight ended; counts a deletion.
-async fn release(
-    locker: &Locker,
-    lease: &Lease,
-    landing: Option<Landing>,
-) -> Result<bool, LockError> {
+async fn release(core: &Core, lease: &Lease, landing: Option<Landing>) -> Result<bool, LockError> {
     if let Some(landing) = landing {
         landing.landed().await;
     }
-    let deleted =
-        exclusive::release(locker.backend(), lease.route, &lease.keys, &lease.token).await?;
+    let deleted = exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token).await?;
     if deleted {
-        Counters::bump(&locker.counters().released);
+        Counters::bump(&core.counters.released);
     }
     Ok(deleted)
 }
@@ -149,14 +146,10 @@ impl Drop for LockGuard {
             return;
         }
         self.lease().mark_released();
-        self.locker.watchdog().forget(self.lease().id);
-        let (locker, lease, landing) = (
-            self.locker.clone(),
-            self.lease().clone(),
-            self.landing.take(),
-        );
-        self.locker.background().spawn(async move {
-            if let Err(err) = release(&locker, &lease, landing).await {
+        self.core.watchdog.forget(self.lease().id);
+        let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
+        self.core.background.spawn(async move {
+            if let Err(err) = release(&core, &lease, landing).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
         });

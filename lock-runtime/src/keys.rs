@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// The names of everything one lock touches on the server.
 #[derive(Clone, Debug)]

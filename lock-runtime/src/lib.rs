@@ -40,6 +40,7 @@ mod backend;
 mod background;
 mod clock;
 mod config;
+mod core;
 mod error;
 mod global;
 mod guard;

@@ -1,17 +1,18 @@
 //! [`Locker`]: the handle through which locks are taken.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use tokio::runtime::Handle;
 
 use crate::backend::Backend;
 use crate::background::{self, on_background};
+use crate::config::LockConfig;
+use crate::core::Core;
+use crate::error::LockError;
 use crate::primitive::exclusive::scripts;
+use crate::request::LockRequest;
 use crate::stats::{Counters, LockerStats};
 use crate::wait::{ReleaseListener, Timeouts};
+
 use crate::watchdog::Watchdog;
-use crate::{LockConfig, LockError, LockRequest};
 
 /// A connection to the lock service: a small pool of Redis connections, one
 /// watchdog task that renews every lock it handed out, and one pub/sub
@@ -37,24 +38,12 @@ use crate::{LockConfig, LockError, LockRequest};
 /// ```
 #[derive(Clone)]
 pub struct Locker {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: LockConfig,
-    backend: Backend,
-    background: Handle,
-    watchdog: Watchdog,
-    releases: ReleaseListener,
-    counters: Arc<Counters>,
-    next_lease_id: AtomicU64,
+    core: Arc<Core>,
 }
 
 impl std::fmt::Debug for Locker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Locker")
-            .field("config", &self.inner.config)
-            .finish_non_exhaustive()
+        self.core.fmt(f)
     }
 }
 
@@ -87,15 +76,9 @@ impl Locker {
             Box::pin(on_background(&background, connecting));
         let (backend, counters, watchdog, releases) = connecting.await?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                config,
-                backend,
-                background,
-                watchdog,
-                releases,
-                counters,
-                next_lease_id: AtomicU64::new(1),
-            }),
+            core: Arc::new(Core::new(
+                config, backend, background, watchdog, releases, counters,
+            )),
         })
     }
 
@@ -103,47 +86,21 @@ impl Locker {
     /// set its options, then call [`LockRequest::acquire`] or
     /// [`LockRequest::try_acquire`].
     pub fn lock(&self, key: impl Into<String>) -> LockRequest {
-        LockRequest::new(self.clone(), key.into())
+        LockRequest::new(self.core.clone(), key.into())
     }
 
     /// The configuration this locker was built with.
     pub fn config(&self) -> &LockConfig {
-        &self.inner.config
+        &self.core.config
     }
 
     /// Counters of what this locker has done so far.
     pub fn stats(&self) -> LockerStats {
-        self.inner.counters.snapshot()
+        self.core.counters.snapshot()
     }
 
-    /// Tells lockers apart, for per-task reentrancy.
-    pub(crate) fn identity(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
-    }
-
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.inner.backend
-    }
-
-    /// The runtime that hosts this locker's connections and tasks.
-    pub(crate) fn background(&self) -> &Handle {
-        &self.inner.background
-    }
-
-    pub(crate) fn watchdog(&self) -> &Watchdog {
-        &self.inner.watchdog
-    }
-
-    pub(crate) fn releases(&self) -> &ReleaseListener {
-        &self.inner.releases
-    }
-
-    pub(crate) fn counters(&self) -> &Arc<Counters> {
-        &self.inner.counters
-    }
-
-    /// A fresh lease id.
-    pub(crate) fn next_lease_id(&self) -> u64 {
-        self.inner.next_lease_id.fetch_add(1, Ordering::Relaxed)
+    /// The parts requests and guards share.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 }

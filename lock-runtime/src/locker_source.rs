@@ -2,7 +2,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::{LockError, Locker};
+use crate::error::LockError;
+use crate::locker::Locker;
 
 /// Something that yields a [`Locker`]: a `Locker` itself (a field such as
 /// `self.locker`, or a parameter), or a static cell filled at start-up.

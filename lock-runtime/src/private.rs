@@ -4,7 +4,9 @@
 pub use crate::attribute::{Options, run_locked};
 pub use crate::lost::OnLost;
 
-use crate::{LockError, Locker};
+use crate::error::LockError;
+use crate::locker::Locker;
+use crate::locker_source::LockerSource;
 
 /// The global locker, for an attribute without `locker = ..`.
 pub fn global_locker() -> Result<Locker, LockError> {
@@ -12,7 +14,7 @@ pub fn global_locker() -> Result<Locker, LockError> {
 }
 
 /// The locker named by `locker = ..`.
-pub fn locker_from<S: crate::LockerSource + ?Sized>(source: &S) -> Result<Locker, LockError> {
+pub fn locker_from<S: LockerSource + ?Sized>(source: &S) -> Result<Locker, LockError> {
     source.locker().cloned()
 }
 

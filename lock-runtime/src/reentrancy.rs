@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use crate::{LockHandle, Locker};
+use crate::core::Core;
+use crate::handle::LockHandle;
 
 tokio::task_local! {
     static HELD: HeldLocks;
@@ -54,8 +55,8 @@ pub fn current() -> Option<LockHandle> {
 }
 
 /// The innermost call of this task that holds `key` through `locker`.
-pub(crate) fn held_by_this_task(locker: &Locker, key: &str) -> Option<Frame> {
-    let id = locker.identity();
+pub(crate) fn held_by_this_task(core: &Core, key: &str) -> Option<Frame> {
+    let id = core.identity();
     HELD.try_with(|held| {
         held.0
             .iter()
@@ -69,12 +70,12 @@ pub(crate) fn held_by_this_task(locker: &Locker, key: &str) -> Option<Frame> {
 
 /// Runs `body` as a call holding `handle` (a new frame, with its own turns
 /// for the calls nested in it).
-pub(crate) async fn holding<F: Future>(locker: &Locker, handle: LockHandle, body: F) -> F::Output {
+pub(crate) async fn holding<F: Future>(core: &Core, handle: LockHandle, body: F) -> F::Output {
     let mut held: Vec<Frame> = HELD
         .try_with(|held| held.0.as_ref().clone())
         .unwrap_or_default();
     held.push(Frame {
-        locker: locker.identity(),
+        locker: core.identity(),
         handle,
         turns: Arc::new(Mutex::new(())),
     });

@@ -7,15 +7,18 @@ use futures_util::future::BoxFuture;
 use crate::acquire::{Attempt, Plan};
 use crate::background::on_background;
 use crate::config::{ReplicaAck, rules};
+use crate::core::Core;
+use crate::error::LockError;
+use crate::guard::LockGuard;
 use crate::keys::LockKeys;
 use crate::stats::Counters;
-use crate::{LockError, LockGuard, Locker};
+use std::sync::Arc;
 
 /// A lock request being built: `locker.lock(key).ttl(..).wait(..).acquire()`.
 #[must_use = "a lock request does nothing until `acquire` or `try_acquire` is awaited"]
 #[derive(Debug)]
 pub struct LockRequest {
-    locker: Locker,
+    core: Arc<Core>,
     key: String,
     ttl: Option<Duration>,
     wait: Option<Duration>,
@@ -24,9 +27,9 @@ pub struct LockRequest {
 }
 
 impl LockRequest {
-    pub(crate) fn new(locker: Locker, key: String) -> Self {
+    pub(crate) fn new(core: Arc<Core>, key: String) -> Self {
         Self {
-            locker,
+            core,
             key,
             ttl: None,
             wait: None,
@@ -87,7 +90,7 @@ impl LockRequest {
     /// Dropping the returned future part-way is safe: a lock it may have
     /// taken is released in the background, after the calls it sent.
     pub async fn acquire(self) -> Result<LockGuard, LockError> {
-        let counters = self.locker.counters().clone();
+        let counters = self.core.counters.clone();
         let result = self.run(None).await;
         if matches!(result, Err(LockError::Timeout { .. })) {
             Counters::bump(&counters.timeouts);
@@ -106,19 +109,19 @@ impl LockRequest {
 
     /// The lease this request will ask for.
     pub(crate) fn resolved_ttl(&self) -> Duration {
-        self.ttl.unwrap_or(self.locker.config().default_ttl)
+        self.ttl.unwrap_or(self.core.config.default_ttl)
     }
 
     /// How long this request waits: its own wait, the config's default
     /// wait, or its ttl (the longest a crashed owner can block it).
     pub(crate) fn resolved_wait(&self) -> Duration {
         self.wait
-            .or(self.locker.config().default_wait)
+            .or(self.core.config.default_wait)
             .unwrap_or_else(|| self.resolved_ttl())
     }
 
     async fn run(self, wait: Option<Duration>) -> Result<LockGuard, LockError> {
-        let config = self.locker.config();
+        let config = &self.core.config;
         let ttl = self.resolved_ttl();
         rules::check_ttl(ttl, &format!("the ttl of lock `{}`", self.key))?;
         let keys = LockKeys::new(&config.key_prefix, &self.key)?;
@@ -133,8 +136,8 @@ impl LockRequest {
             replicas: self.replicas.or(config.replicas),
         };
         let span = tracing::debug_span!("lock.acquire", key = %self.key);
-        let attempt = Attempt::new(&self.locker, plan);
-        let background = self.locker.background().clone();
+        let attempt = Attempt::new(&self.core, plan);
+        let background = self.core.background.clone();
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.

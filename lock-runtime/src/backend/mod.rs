@@ -33,8 +33,9 @@ use std::time::Duration;
 pub(crate) use feed::{ClientSource, ReleaseFeed};
 use script::{LuaScript, ScriptCall};
 
+use crate::config::LockConfig;
 use crate::config::{ReplicaAck, Topology};
-use crate::{LockConfig, LockError};
+use crate::error::LockError;
 
 /// Which connection a call goes on. Calls on one route reach the server in
 /// the order they were made, so an acquisition's clean-up is routed exactly

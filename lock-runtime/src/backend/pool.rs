@@ -2,7 +2,8 @@
 
 use std::future::Future;
 
-use crate::{LockConfig, LockError};
+use crate::config::LockConfig;
+use crate::error::LockError;
 
 /// Opens the `pool_size` connections for lock traffic and one more for the
 /// watchdog's renewals (returned apart), all within the connect timeout, so

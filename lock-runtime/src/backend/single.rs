@@ -16,8 +16,9 @@ use tokio::sync::OnceCell;
 
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, bounded};
+use crate::config::LockConfig;
 use crate::config::ReplicaAck;
-use crate::{LockConfig, LockError};
+use crate::error::LockError;
 
 /// The pooled connections to one Redis server.
 pub(crate) struct SingleBackend {

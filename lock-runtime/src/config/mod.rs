@@ -10,7 +10,7 @@ mod topology;
 pub use replicas::ReplicaAck;
 pub(crate) use topology::Topology;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// Where and how a [`Locker`](crate::Locker) keeps its locks.
 ///

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// "Wait until `replicas` replicas have the lock, for at most `timeout`":
 /// the Redis `WAIT` after an acquisition. Set with

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// Shortest lease accepted: the shortest whole-millisecond lease that
 /// leaves any time to use the lock after the drift allowance and the

@@ -12,7 +12,7 @@
 
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// Where the locks live.
 #[derive(Clone, Debug)]

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::sessions::{Inbox, Session, SessionEnd, serve};
+use super::inbox::{Command, Inbox, Timeouts};
+use super::sessions::{Session, SessionEnd, serve};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 
@@ -18,23 +19,6 @@ use crate::backend::{ClientSource, ReleaseFeed};
 pub(crate) struct ReleaseListener {
     waiters: Waiters,
     commands: mpsc::UnboundedSender<Command>,
-}
-
-/// Bounds of the listener's own calls: a frozen server must not stall it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Timeouts {
-    pub(crate) connect: Duration,
-    pub(crate) response: Duration,
-}
-
-pub(super) enum Command {
-    Subscribe {
-        channel: String,
-        confirmed: oneshot::Sender<bool>,
-    },
-    Unsubscribe {
-        channel: String,
-    },
 }
 
 impl ReleaseListener {

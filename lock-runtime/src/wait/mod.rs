@@ -6,7 +6,7 @@
 //! jittered backoff that only matters when a message was missed.
 //!
 //! - [`listener`]: the one pub/sub connection per locker, (re)subscribed to
-//!   exactly the channels someone waits on.
+//!   exactly the channels someone waits on; [`inbox`]: what waiters ask it.
 //! - [`sessions`]: the listener's life, one connection after another.
 //! - `sharded`: its sessions on a Redis Cluster (sharded pub/sub).
 //! - [`waiters`]: who waits on which channel, and whom a release wakes: the
@@ -14,6 +14,7 @@
 //! - [`backoff`]: the timer of last resort.
 
 mod backoff;
+mod inbox;
 mod listener;
 mod sessions;
 #[cfg(feature = "cluster")]
@@ -21,5 +22,6 @@ mod sharded;
 mod waiters;
 
 pub(crate) use backoff::Backoff;
-pub(crate) use listener::{ReleaseListener, Timeouts};
+pub(crate) use inbox::Timeouts;
+pub(crate) use listener::ReleaseListener;
 pub(crate) use waiters::Subscription;

@@ -5,13 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::listener::Command;
+use super::inbox::{Command, Inbox};
 use super::waiters::Waiters;
-
-/// Requests from waiters to the listener task.
-pub(super) type Inbox = mpsc::UnboundedReceiver<Command>;
 
 /// Pause before the first reconnect after a failure; doubles up to
 /// [`MAX_PAUSE`] while failures go on.

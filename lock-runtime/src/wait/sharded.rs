@@ -27,8 +27,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind};
 use tokio::sync::{mpsc, oneshot};
 
-use super::listener::{Command, Timeouts};
-use super::sessions::{Inbox, Session, SessionEnd};
+use super::inbox::{Command, Inbox, Timeouts};
+use super::sessions::{Session, SessionEnd};
 use super::waiters::Waiters;
 
 /// Sharded pub/sub sessions on one cluster.

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::lease::Lease;
 use crate::lost::Cause;
 use crate::primitive::exclusive::Renewed;

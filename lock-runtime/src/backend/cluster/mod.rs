@@ -25,7 +25,8 @@ use redis::cluster_async::ClusterConnection;
 
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ReleaseFeed, Route, batch_answers, bounded};
-use crate::{LockConfig, LockError};
+use crate::config::LockConfig;
+use crate::error::LockError;
 
 /// Redirects (`MOVED`, `ASK`) and `TRYAGAIN` answers one call may follow
 /// before it fails; a slot migration costs one or two per call.

@@ -18,9 +18,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::master::Master;
-use crate::LockError;
 use crate::backend::flights::InFlight;
 use crate::backend::single::SingleBackend;
+use crate::error::LockError;
 
 /// Starts `call` on each master of `masters` (indices into `all`); the
 /// receiver yields `(index, answer)` as answers arrive and ends when every

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::backend::script::LuaScript;
 use crate::backend::single::SingleBackend;
-use crate::{LockConfig, LockError};
+use crate::config::LockConfig;
+use crate::error::LockError;
 
 /// Least time between two connect attempts to a master that is down.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);

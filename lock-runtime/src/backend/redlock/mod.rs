@@ -22,7 +22,8 @@ use super::flights::InFlight;
 use super::script::LuaScript;
 use super::single::SingleBackend;
 use super::{ClientSource, ReleaseFeed};
-use crate::{LockConfig, LockError};
+use crate::config::LockConfig;
+use crate::error::LockError;
 
 /// The masters of one Redlock deployment.
 #[derive(Clone)]

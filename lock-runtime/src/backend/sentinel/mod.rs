@@ -38,8 +38,9 @@ use redis::ConnectionInfo;
 use super::script::{LuaScript, ScriptCall};
 use super::single::SingleBackend;
 use super::{BatchEntry, ClientSource, ReleaseFeed, Route};
+use crate::config::LockConfig;
 use crate::config::ReplicaAck;
-use crate::{LockConfig, LockError};
+use crate::error::LockError;
 use resolver::Resolver;
 
 /// Shortest time between two lookups: a burst of failing calls during a

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, TlsMode};
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// The sentinels of one master name, and when they were last asked.
 pub(super) struct Resolver {

@@ -21,10 +21,10 @@ use std::time::Duration;
 
 pub(crate) use reply::{AcquireReply, Renewal, Renewed};
 
-use crate::LockError;
 use crate::backend::flights::InFlight;
 use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
 use crate::config::ReplicaAck;
+use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
 

@@ -74,11 +74,11 @@ use std::time::Duration;
 use super::scripts;
 use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
 use super::{AcquireReply, Acquisition, Renewal, Renewed};
-use crate::LockError;
 use crate::backend::Route;
 use crate::backend::flights::InFlight;
 use crate::backend::redlock::{RedlockBackend, quorum};
 use crate::backend::script::ScriptCall;
+use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
 

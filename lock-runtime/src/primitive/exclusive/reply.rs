@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// What one acquire step found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
