@@ -141,7 +141,8 @@ impl<'a> Attempt<'a> {
                         needed,
                     };
                     // Slow masters may answer in time on a later round; a
-                    // majority that refuses connections will not.
+                    // majority that refuses connections (twice: see `send`)
+                    // will not.
                     if down || left.is_zero() {
                         return Err(failed);
                     }
@@ -180,10 +181,11 @@ impl<'a> Attempt<'a> {
     }
 
     /// One try, and one more if the connection dropped or was refused under
-    /// it (a server that restarted: the first call after it comes back
-    /// meets the old connection's failure). The acquire script is
-    /// idempotent for our token, so a retry after a lost reply finds the
-    /// lock ours instead of busy.
+    /// it, or a Redlock majority refused connections (a server that
+    /// restarted: the first call after it comes back meets the old
+    /// connection's failure, and the reconnect it starts serves the retry).
+    /// The acquire script is idempotent for our token, so a retry after a
+    /// lost reply finds the lock ours instead of busy.
     async fn send(&mut self) -> Result<(Instant, AcquireReply), LockError> {
         self.armed = true;
         let mut retried = false;
@@ -198,6 +200,11 @@ impl<'a> Attempt<'a> {
                 flight: &self.flight,
             };
             match exclusive::acquire(&self.core.backend, &acquisition).await {
+                Ok(AcquireReply::NoQuorum { down: true, .. }) if !retried => {
+                    tracing::debug!("a majority of masters refused connections; retrying once");
+                    self.armed = false;
+                    retried = true;
+                }
                 Ok(reply) => {
                     // A busy answer, or a Redlock round that cleaned up
                     // after itself, proves no try of ours holds the lock.

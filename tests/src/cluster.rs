@@ -210,6 +210,14 @@ impl RedisCluster {
         }
     }
 
+    /// Kills node `index` with -9 and starts it again on its port, with its
+    /// `nodes.conf`, so it rejoins with the slots it served; returns once
+    /// the cluster agrees again.
+    pub fn restart_node(&mut self, index: usize) {
+        self.nodes[index].restart();
+        self.wait_settled();
+    }
+
     /// Waits until every node reports `cluster_state:ok` and all of them
     /// describe the same, complete slot map.
     ///
