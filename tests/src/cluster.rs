@@ -96,12 +96,7 @@ impl RedisCluster {
 
     /// The `redis+cluster://` URL naming every node.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|node| format!("127.0.0.1:{}", node.port()))
-            .collect();
-        format!("redis+cluster://{}", hosts.join(","))
+        crate::fixtures::multi_host_url("cluster", &self.nodes, "")
     }
 
     /// The nodes, in the order they were started.

@@ -13,7 +13,7 @@
 //! control methods are plain synchronous calls.
 
 use std::io;
-use std::net::{Ipv4Addr, TcpListener as StdTcpListener};
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc as std_mpsc};
 use std::thread::{self, JoinHandle};
@@ -126,16 +126,8 @@ impl FaultProxy {
     ///
     /// If the listener, the runtime or the thread cannot be set up.
     pub fn start(upstream_port: u16) -> Self {
-        let listener = StdTcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind 127.0.0.1:0 for FaultProxy");
-        let port = listener
-            .local_addr()
-            .expect("local_addr of a bound listener")
-            .port();
-        // tokio requires a non-blocking socket in from_std.
-        listener
-            .set_nonblocking(true)
-            .expect("set FaultProxy listener non-blocking");
+        // Non-blocking: tokio requires it in from_std.
+        let (listener, port) = crate::net::loopback_listener("FaultProxy");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -45,21 +45,28 @@ pub struct SilentListener {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A non-blocking listener on a free loopback port, and the port; `what`
+/// names the owner in the panic message when the machine refuses.
+pub(crate) fn loopback_listener(what: &str) -> (TcpListener, u16) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap_or_else(|e| panic!("bind 127.0.0.1:0 for {what}: {e}"));
+    let port = listener
+        .local_addr()
+        .expect("local_addr of a bound listener")
+        .port();
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("set the {what} listener non-blocking: {e}"));
+    (listener, port)
+}
+
 impl SilentListener {
     /// Binds a free loopback port and starts accepting on a background
     /// thread.
     pub fn start() -> Self {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind 127.0.0.1:0 for SilentListener");
-        let port = listener
-            .local_addr()
-            .expect("local_addr of a bound listener")
-            .port();
         // Non-blocking so the thread can notice the stop flag; a blocking
         // accept() would keep Drop waiting until some client connected.
-        listener
-            .set_nonblocking(true)
-            .expect("set SilentListener non-blocking");
+        let (listener, port) = loopback_listener("SilentListener");
         let stop = Arc::new(AtomicBool::new(false));
         let thread = thread::Builder::new()
             .name(format!("silent-listener-{port}"))

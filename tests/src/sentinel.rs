@@ -71,12 +71,7 @@ impl SentinelSetup {
 
     /// `redis+sentinel://127.0.0.1:<s1>,127.0.0.1:<s2>,127.0.0.1:<s3>/mymaster`.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|sentinel| format!("127.0.0.1:{}", sentinel.port()))
-            .collect();
-        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+        crate::fixtures::multi_host_url("sentinel", &self.sentinels, &format!("/{MASTER_NAME}"))
     }
 
     /// The sentinel processes.

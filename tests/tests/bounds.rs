@@ -133,11 +133,7 @@ async fn cluster_with_the_node_of_the_key_frozen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_majority_frozen() {
     let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|master| format!("127.0.0.1:{}", master.port()))
-        .collect();
-    let url = format!("redis+redlock://{}", hosts.join(","));
+    let url = lock_tests::fixtures::redlock_url(&masters);
     let locker = Locker::connect(config(&url)).await.unwrap();
     drop(locker.lock("warm").acquire().await.unwrap());
     tokio::task::block_in_place(|| {

@@ -170,11 +170,7 @@ fn cluster_with_frozen_nodes_and_migrating_slots() {
 fn redlock_with_a_minority_of_masters_faulted() {
     let run_for = run_for(15);
     let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    let url = format!("redis+redlock://{}", hosts.join(","));
+    let url = lock_tests::fixtures::redlock_url(&masters);
     let store = RedisServer::start();
     let mut fleet = Fleet::start(
         WORKER,

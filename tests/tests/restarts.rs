@@ -61,11 +61,7 @@ async fn cluster_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_redlock_master() {
     let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let hosts: Vec<String> = masters
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    let locker = locker(&format!("redis+redlock://{}", hosts.join(","))).await;
+    let locker = locker(&lock_tests::fixtures::redlock_url(&masters)).await;
     annotated(&locker, "warm").await.unwrap();
     tokio::task::block_in_place(|| {
         for master in &mut masters {
