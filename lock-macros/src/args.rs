@@ -8,6 +8,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 use crate::duration::{self, DurationArg};
+use crate::errors::Errors;
 use crate::key_template::KeyTemplate;
 
 const VALID: &str =
@@ -22,8 +23,16 @@ pub(crate) enum OnLost {
     Continue,
 }
 
-/// Everything the attribute said.
+/// Everything the attribute said that parsed: the key even when another
+/// argument was wrong, so that its placeholders are checked in the same
+/// build.
 pub(crate) struct LockArgs {
+    pub(crate) key: Option<KeyTemplate>,
+    rest: Partial,
+}
+
+/// The arguments of an attribute without mistakes, ready to generate from.
+pub(crate) struct Complete {
     pub(crate) key: KeyTemplate,
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
@@ -42,6 +51,13 @@ struct RawArg {
 
 impl Parse for RawArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("name the argument: write `key = {}`", lit.token()),
+            ));
+        }
         // parse_any: `crate` is a keyword, yet a valid argument name here.
         let name = Ident::parse_any(input)?;
         input.parse::<Token![=]>()?;
@@ -50,28 +66,17 @@ impl Parse for RawArg {
     }
 }
 
-/// Collects errors so that one build reports every mistake.
-#[derive(Default)]
-struct Errors(Option<syn::Error>);
-
-impl Errors {
-    fn finish(self) -> syn::Result<()> {
-        self.0.map_or(Ok(()), Err)
-    }
-
-    fn push(&mut self, error: syn::Error) {
-        match self.0.as_mut() {
-            Some(all) => all.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-}
-
 impl LockArgs {
-    /// Parses the tokens inside `#[distributed_lock(...)]`.
-    pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Self> {
-        let raw = Punctuated::<RawArg, Token![,]>::parse_terminated.parse2(tokens)?;
-        let mut errors = Errors::default();
+    /// Parses the tokens inside `#[distributed_lock(...)]`, recording every
+    /// mistake in `errors`.
+    pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Self {
+        let raw = Punctuated::<RawArg, Token![,]>::parse_terminated.parse2(tokens);
+        let Some(raw) = errors.take(raw) else {
+            return Self {
+                key: None,
+                rest: Partial::default(),
+            };
+        };
         let mut seen: Vec<String> = Vec::new();
         let mut key = None;
         let mut args = Partial::default();
@@ -116,27 +121,29 @@ impl LockArgs {
                 errors.push(error);
             }
         }
-        let missing_key = || {
-            syn::Error::new(
-                Span::call_site(),
-                "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]`",
-            )
-        };
         // A `key` that was given but invalid already has its own error.
         if !seen.iter().any(|label| label == "key") {
-            errors.push(missing_key());
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]`",
+            ));
         }
-        errors.finish()?;
-        let key = key.ok_or_else(missing_key)?;
-        Ok(Self {
-            key,
-            ttl: args.ttl,
-            wait: args.wait,
-            watchdog: args.watchdog,
-            on_lost: args.on_lost.unwrap_or(OnLost::Cancel),
-            reentrant: args.reentrant.unwrap_or(true),
-            locker: args.locker,
-            krate: args.krate,
+        Self { key, rest: args }
+    }
+
+    /// The arguments with their defaults, when the key parsed (the caller
+    /// generates only when no mistake was recorded).
+    pub(crate) fn complete(self) -> Option<Complete> {
+        let Self { key, rest } = self;
+        Some(Complete {
+            key: key?,
+            ttl: rest.ttl,
+            wait: rest.wait,
+            watchdog: rest.watchdog,
+            on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
+            reentrant: rest.reentrant.unwrap_or(true),
+            locker: rest.locker,
+            krate: rest.krate,
         })
     }
 }

@@ -18,7 +18,9 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{AttrStyle, FnArg, Ident, ItemFn, Pat, Path, ReturnType, Type};
 
-use crate::args::{LockArgs, OnLost};
+use crate::args::{Complete, LockArgs, OnLost};
+use crate::errors::Errors;
+use crate::valid;
 
 /// The whole attribute: parse, check, generate. On any error the original
 /// item is emitted unchanged next to the errors, so the rest of the crate
@@ -35,23 +37,19 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let bindings = bindings(&function);
-    let mut errors: Vec<syn::Error> = Vec::new();
-    let args = LockArgs::parse(args).map_err(|e| errors.push(e)).ok();
-    if let Err(error) = check_function(&function) {
-        errors.push(error);
+    let mut errors = Errors::default();
+    // Every check runs, whatever the others found: one build shows every
+    // mistake (an unknown argument does not hide an unknown placeholder).
+    let args = LockArgs::parse(args, &mut errors);
+    valid::check_function(&function, &mut errors);
+    if let Some(key) = &args.key {
+        errors.take(key.check(&bindings));
     }
-    if let Some(Err(error)) = args.as_ref().map(|a| a.key.check(&bindings)) {
-        errors.push(error);
-    }
-    let mut errors = errors.into_iter();
-    match (errors.next(), args) {
-        (None, Some(args)) => generate(&args, &bindings, function),
-        (Some(mut first), _) => {
-            errors.for_each(|e| first.combine(e));
-            with_errors(item, first)
-        }
-        // LockArgs::parse failing always pushed an error.
-        (None, None) => item,
+    match (errors.finish(), args.complete()) {
+        (Ok(()), Some(args)) => generate(&args, &bindings, function),
+        (Err(error), _) => with_errors(item, error),
+        // An incomplete parse always recorded why.
+        (Ok(()), None) => item,
     }
 }
 
@@ -65,60 +63,6 @@ fn first_token_span(item: &TokenStream) -> Span {
         .into_iter()
         .next()
         .map_or_else(Span::call_site, |token| token.span())
-}
-
-/// The shape rules: an `async fn` returning some `Result`.
-fn check_function(function: &ItemFn) -> syn::Result<()> {
-    let sig = &function.sig;
-    let mut errors: Vec<syn::Error> = Vec::new();
-    if sig.asyncness.is_none() {
-        errors.push(syn::Error::new(
-            sig.fn_token.span,
-            "`#[distributed_lock]` needs an `async fn`: the lock is acquired with `.await`",
-        ));
-    }
-    let result_hint = "so that a lock failure has somewhere to go: return `Result<T, E>` with `E: From<lock_runtime::LockError>`";
-    match &sig.output {
-        ReturnType::Default => errors.push(syn::Error::new(
-            sig.paren_token.span.close(),
-            format!("`#[distributed_lock]` functions must return a `Result`, {result_hint}"),
-        )),
-        ReturnType::Type(_, ty) if !is_result(ty) => errors.push(syn::Error::new_spanned(
-            ty,
-            format!("`#[distributed_lock]` functions must return a `Result`, {result_hint}"),
-        )),
-        ReturnType::Type(..) => {}
-    }
-    let mut errors = errors.into_iter();
-    match errors.next() {
-        None => Ok(()),
-        Some(mut first) => {
-            errors.for_each(|e| first.combine(e));
-            Err(first)
-        }
-    }
-}
-
-/// Whether `ty` can be a `Result`: any path type except well-known types
-/// that are not (`Option`, numbers, `String`, ...). Aliases such as
-/// `io::Result<T>`, `anyhow::Result<T>` or `Fallible<T>` pass; if one is
-/// not a `Result` after all, the type checker says so at the return type.
-fn is_result(ty: &Type) -> bool {
-    const NOT_RESULTS: &[&str] = &[
-        "Option", "String", "str", "Vec", "Box", "Arc", "Rc", "HashMap", "BTreeMap", "HashSet",
-        "BTreeSet", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
-        "i64", "i128", "isize", "f32", "f64",
-    ];
-    match ty {
-        Type::Path(path) => path
-            .path
-            .segments
-            .last()
-            .is_some_and(|segment| !NOT_RESULTS.contains(&segment.ident.to_string().as_str())),
-        Type::Paren(inner) => is_result(&inner.elem),
-        Type::Group(inner) => is_result(&inner.elem),
-        _ => false,
-    }
 }
 
 /// The names a key placeholder may start with: every binding of every
@@ -158,7 +102,7 @@ fn collect_bindings(pat: &Pat, names: &mut Vec<Ident>) {
     }
 }
 
-fn generate(args: &LockArgs, bindings: &[Ident], function: ItemFn) -> TokenStream {
+fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStream {
     let ItemFn {
         attrs,
         vis,

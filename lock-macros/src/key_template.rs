@@ -3,6 +3,7 @@
 //! parameter binding, `self`, or a field path of one (`<order.id>`,
 //! `<self.shard>`, `<pair.0>`). `<<` and `>>` stand for a literal `<`, `>`.
 
+use crate::errors::Errors;
 use proc_macro2::{Literal, Punct, Spacing, Span, TokenStream};
 use quote::{TokenStreamExt, quote};
 use syn::ext::IdentExt;
@@ -148,7 +149,7 @@ impl KeyTemplate {
     /// Checks that every placeholder names one of `bindings` (the
     /// function's parameter bindings, plus `self` for a method).
     pub(crate) fn check(&self, bindings: &[Ident]) -> syn::Result<()> {
-        let mut errors: Option<syn::Error> = None;
+        let mut errors = Errors::default();
         for root in self.roots() {
             if find(bindings, root).is_some() {
                 continue;
@@ -165,13 +166,9 @@ impl KeyTemplate {
                     names.join(", ")
                 )
             };
-            let error = syn::Error::new(self.lit.span(), message);
-            match errors.as_mut() {
-                Some(all) => all.combine(error),
-                None => errors = Some(error),
-            }
+            errors.push(syn::Error::new(self.lit.span(), message));
         }
-        errors.map_or(Ok(()), Err)
+        errors.finish()
     }
 
     fn roots(&self) -> impl Iterator<Item = &str> {

@@ -3,25 +3,39 @@
 
 mod args;
 mod duration;
+mod errors;
 mod expand;
 mod key_template;
+mod valid;
 
 use proc_macro::TokenStream;
 
 /// Runs the body of an `async fn` only while holding a distributed lock.
 ///
-/// ```ignore
-/// #[lock_runtime::distributed_lock(key = "stock:<id>", ttl = "3s", wait = "2s")]
-/// async fn deduct(id: u64, qty: u32) -> Result<Receipt, AppError> {
-///     // at most one caller, across every process, runs this for a given id
+/// ```no_run
+/// use lock_runtime::{LockConfig, LockError, distributed_lock};
+///
+/// #[distributed_lock(key = "stock:<id>", ttl = "3s", wait = "2s")]
+/// async fn deduct(id: u64, qty: u32) -> Result<u32, LockError> {
+///     // At most one caller, across every process, runs this for a given id.
+///     Ok(qty)
 /// }
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), LockError> {
+/// lock_runtime::init(LockConfig::from_url("redis://127.0.0.1/")?).await?;
+/// deduct(42, 1).await?;
+/// # Ok(())
+/// # }
 /// ```
 ///
 /// Arguments: `key` (required; `<param>` or `<param.field>` placeholders,
 /// `<<`/`>>` for literal angle brackets), `ttl` (lease, default from the
 /// locker's config), `wait` (`"0s"` tries once; default from the config),
 /// `watchdog` (renew while the body runs, default `true`), `on_lost`
-/// (`"cancel"`, the default, or `"continue"`), `locker` (an expression giving
+/// (`"cancel"`, the default, or `"continue"`), `reentrant` (a call nested in
+/// one holding the same key runs under it, one at a time; default `true`),
+/// `locker` (an expression giving
 /// a `Locker` or a static cell holding one; default the global locker) and
 /// `crate` (the runtime's path when renamed). See the `lock_runtime` docs.
 #[proc_macro_attribute]

@@ -1,0 +1,52 @@
+//! The shape rules for an annotated function: an `async fn` returning some
+//! `Result`, so that the lock is taken with `.await` and a lock failure has
+//! somewhere to go.
+
+use syn::{ItemFn, ReturnType, Type};
+
+use crate::errors::Errors;
+
+/// Records every shape rule `function` breaks.
+pub(crate) fn check_function(function: &ItemFn, errors: &mut Errors) {
+    let sig = &function.sig;
+    if sig.asyncness.is_none() {
+        errors.push(syn::Error::new(
+            sig.fn_token.span,
+            "`#[distributed_lock]` needs an `async fn`: the lock is acquired with `.await`",
+        ));
+    }
+    let result_hint = "so that a lock failure has somewhere to go: return `Result<T, E>` with `E: From<lock_runtime::LockError>`";
+    match &sig.output {
+        ReturnType::Default => errors.push(syn::Error::new(
+            sig.paren_token.span.close(),
+            format!("`#[distributed_lock]` functions must return a `Result`, {result_hint}"),
+        )),
+        ReturnType::Type(_, ty) if !is_result(ty) => errors.push(syn::Error::new_spanned(
+            ty,
+            format!("`#[distributed_lock]` functions must return a `Result`, {result_hint}"),
+        )),
+        ReturnType::Type(..) => {}
+    }
+}
+
+/// Whether `ty` can be a `Result`: any path type except well-known types
+/// that are not (`Option`, numbers, `String`, ...). Aliases such as
+/// `io::Result<T>`, `anyhow::Result<T>` or `Fallible<T>` pass; if one is
+/// not a `Result` after all, the type checker says so at the return type.
+fn is_result(ty: &Type) -> bool {
+    const NOT_RESULTS: &[&str] = &[
+        "Option", "String", "str", "Vec", "Box", "Arc", "Rc", "HashMap", "BTreeMap", "HashSet",
+        "BTreeSet", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32",
+        "i64", "i128", "isize", "f32", "f64",
+    ];
+    match ty {
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| !NOT_RESULTS.contains(&segment.ident.to_string().as_str())),
+        Type::Paren(inner) => is_result(&inner.elem),
+        Type::Group(inner) => is_result(&inner.elem),
+        _ => false,
+    }
+}
