@@ -42,6 +42,7 @@ impl SingleBackend {
         server: redis::ConnectionInfo,
         config: &LockConfig,
     ) -> Result<Self, LockError> {
+        let what = format!("connecting to Redis at {}", server.addr());
         let client = redis::Client::open(server)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
@@ -51,7 +52,7 @@ impl SingleBackend {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
-        let (pool, renewals) = super::pool::open_pool(config, "connecting to Redis", || {
+        let (pool, renewals) = super::pool::open_pool(config, &what, || {
             ConnectionManager::new_with_config(client.clone(), manager_config.clone())
         })
         .await?;

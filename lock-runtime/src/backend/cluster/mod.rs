@@ -74,12 +74,14 @@ impl ClusterBackend {
                 .min_retry_wait(MIN_RETRY_WAIT_MS)
                 .max_retry_wait(MAX_RETRY_WAIT_MS)
         };
+        let seeds: Vec<String> = nodes.iter().map(|node| node.addr().to_string()).collect();
+        let what = format!("connecting to the Redis Cluster through {}", seeds.join(", "));
         let client = builder().build()?;
         let feed = builder()
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()?;
         let (pool, renewals) =
-            super::pool::open_pool(config, "connecting to the Redis Cluster", || {
+            super::pool::open_pool(config, &what, || {
                 client.get_async_connection()
             })
             .await?;
