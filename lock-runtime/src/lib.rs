@@ -67,7 +67,7 @@ mod watchdog;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use config::{LockConfig, ReplicaAck};
+pub use config::LockConfig;
 pub use error::LockError;
 pub use global::{global, init, init_with};
 pub use guard::LockGuard;

@@ -7,7 +7,7 @@ mod replicas;
 pub(crate) mod rules;
 mod topology;
 
-pub use replicas::ReplicaAck;
+pub(crate) use replicas::ReplicaAck;
 pub(crate) use topology::Topology;
 
 use crate::error::LockError;

@@ -10,11 +10,11 @@ use crate::error::LockError;
 /// [`LockConfig::wait_for_replicas`](crate::LockConfig::wait_for_replicas)
 /// or per lock with [`LockRequest::wait_for_replicas`](crate::LockRequest::wait_for_replicas).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplicaAck {
+pub(crate) struct ReplicaAck {
     /// Replicas that must acknowledge (at least 1).
-    pub replicas: u32,
+    pub(crate) replicas: u32,
     /// Longest wait for them (at least 1 ms: `WAIT 0` would mean forever).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl ReplicaAck {
