@@ -63,9 +63,19 @@ impl DemoRedis {
         Ok(server)
     }
 
-    /// The server's URL.
+    /// The server's URL, credentials included: for connecting, never for
+    /// printing (see [`DemoRedis::address`]).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// `host:port` of the server, for messages: a URL may carry a password.
+    pub fn address(&self) -> String {
+        use redis::IntoConnectionInfo;
+        self.url.as_str().into_connection_info().map_or_else(
+            |_| "the configured Redis".to_owned(),
+            |info| info.addr().to_string(),
+        )
     }
 }
 

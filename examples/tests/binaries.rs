@@ -90,3 +90,39 @@ fn http_load_balances_its_books() {
     assert!(last.starts_with("result: sold="), "{}", explain(&output));
     assert!(last.ends_with(" oversold=0"), "{}", explain(&output));
 }
+
+/// A failing run prints where it failed, never the password of the URL it
+/// was given (users copy the examples' error handling).
+#[test]
+fn a_failing_run_never_prints_the_password() {
+    let port = lock_tests::closed_port();
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{port}/");
+    for exe in [
+        env!("CARGO_BIN_EXE_stock"),
+        env!("CARGO_BIN_EXE_http_service"),
+        env!("CARGO_BIN_EXE_watchdog"),
+    ] {
+        let output = Command::new(exe)
+            .env("REDIS_URL", &url)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {exe}: {e}"));
+        assert!(
+            !output.status.success(),
+            "{exe} ran without a server: {}",
+            explain(&output)
+        );
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !printed.contains("s3cret-pw"),
+            "{exe} printed the password:\n{printed}"
+        );
+        assert!(
+            printed.contains(&format!("127.0.0.1:{port}")),
+            "{exe} did not say where:\n{printed}"
+        );
+    }
+}

@@ -31,6 +31,9 @@ async fn a_silent_server_names_itself_in_the_timeout() {
         .connect_timeout(Duration::from_millis(300));
     let err = Locker::connect(config).await.unwrap_err();
     let message = err.to_string();
-    assert!(message.contains(&format!("127.0.0.1:{}", silent.port())), "{message}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", silent.port())),
+        "{message}"
+    );
     assert!(message.contains("no answer within"), "{message}");
 }

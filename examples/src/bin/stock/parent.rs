@@ -28,7 +28,9 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, String> {
     let options = Options::parse(args)?;
     // Kept alive to the end: a throwaway server stops when this drops.
     let server = DemoRedis::find_or_start()?;
-    let text = |e: redis::RedisError| format!("redis at {}: {e}", server.url());
+    // The address, not the URL: a URL may carry a password.
+    let address = server.address();
+    let text = |e: redis::RedisError| format!("redis at {address}: {e}");
     let mut redis = data_connection(server.url()).await.map_err(text)?;
     // Unique per run, so that runs against a shared Redis never mix.
     let sku = format!("demo-{}", std::process::id());

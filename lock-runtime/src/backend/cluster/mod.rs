@@ -75,16 +75,16 @@ impl ClusterBackend {
                 .max_retry_wait(MAX_RETRY_WAIT_MS)
         };
         let seeds: Vec<String> = nodes.iter().map(|node| node.addr().to_string()).collect();
-        let what = format!("connecting to the Redis Cluster through {}", seeds.join(", "));
+        let what = format!(
+            "connecting to the Redis Cluster through {}",
+            seeds.join(", ")
+        );
         let client = builder().build()?;
         let feed = builder()
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()?;
         let (pool, renewals) =
-            super::pool::open_pool(config, &what, || {
-                client.get_async_connection()
-            })
-            .await?;
+            super::pool::open_pool(config, &what, || client.get_async_connection()).await?;
         Ok(Self {
             pool: pool.into(),
             renewals,
