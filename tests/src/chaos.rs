@@ -199,10 +199,11 @@ impl Fleet {
         true
     }
 
-    /// SIGSTOP a holder for `pause` (longer than its lease: a GC pause),
-    /// preferring one between its two writes that writes on after a loss:
-    /// after the thaw, its second write comes late, after newer owners
-    /// wrote, and the fence must refuse it.
+    /// SIGSTOP a holder for at least `pause` (longer than its lease: a GC
+    /// pause), one between its two writes that writes on after a loss, and
+    /// until a newer owner of its resource has written to the store: after
+    /// the thaw, its second write is then certainly late, and the fence
+    /// must refuse it.
     pub fn freeze_holder(&mut self, pause: Duration) -> bool {
         let between_writes = |open: &Open| open.mode == "continue" && open.writes == 1;
         // Such a holder comes along every few seconds: wait for one, so
@@ -211,9 +212,13 @@ impl Fleet {
             return false;
         };
         let member = &self.members[index];
+        let victim = open_section(&member.history);
         let start = monotonic_ns();
         member.process.pause();
         std::thread::sleep(pause);
+        if let Some(victim) = victim {
+            self.wait_for_a_newer_write(&victim.key, victim.fence, Duration::from_secs(10));
+        }
         member.process.resume();
         self.faults.push(Fault::Freeze {
             worker: member.id.clone(),
@@ -221,6 +226,26 @@ impl Fleet {
             end: monotonic_ns(),
         });
         true
+    }
+
+    /// Waits (up to `within`) until the store's highest fence for `key` is
+    /// above `fence`: a newer owner has written.
+    fn wait_for_a_newer_write(&self, key: &str, fence: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        let (highest, _) = store_keys(key);
+        let Ok(client) = redis::Client::open(self.plan.store_url.as_str()) else {
+            return;
+        };
+        while Instant::now() < deadline {
+            let written: Option<u64> = client
+                .get_connection()
+                .and_then(|mut store| redis::cmd("GET").arg(&highest).query(&mut store))
+                .unwrap_or(None);
+            if written.is_some_and(|written| written > fence) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Cuts a holder's network path to the locks for `pause`: nothing is
@@ -325,29 +350,38 @@ impl Fleet {
 struct Open {
     mode: String,
     writes: usize,
+    key: String,
+    fence: u64,
 }
 
 /// The section `history` has open, if any.
 fn open_section(history: &Path) -> Option<Open> {
     let text = std::fs::read_to_string(history).ok()?;
-    let mut modes: HashMap<String, String> = HashMap::new();
+    let mut invoked: HashMap<String, (String, String)> = HashMap::new();
+    let mut fences: HashMap<String, u64> = HashMap::new();
     let mut writes: HashMap<String, usize> = HashMap::new();
     let mut open: Vec<String> = Vec::new();
     for event in text.lines().filter_map(Event::parse) {
         match event {
-            Event::Invoke { sid, mode, .. } => {
-                modes.insert(sid, mode.to_string());
+            Event::Invoke { sid, key, mode, .. } => {
+                invoked.insert(sid, (mode.to_string(), key));
             }
-            Event::Begin { sid, .. } => open.push(sid),
+            Event::Begin { sid, fence, .. } => {
+                fences.insert(sid.clone(), fence);
+                open.push(sid);
+            }
             Event::Write { sid, .. } => *writes.entry(sid).or_default() += 1,
             Event::End { sid, .. } => open.retain(|s| *s != sid),
             _ => {}
         }
     }
     let sid = open.last()?;
+    let (mode, key) = invoked.get(sid).cloned().unwrap_or_default();
     Some(Open {
-        mode: modes.get(sid).cloned().unwrap_or_default(),
+        mode,
         writes: writes.get(sid).copied().unwrap_or(0),
+        key,
+        fence: fences.get(sid).copied().unwrap_or(0),
     })
 }
 

@@ -217,10 +217,11 @@ async fn write_late(
     let _ = std::io::Write::flush(&mut std::io::stdout());
     let (highest, log) = lock_tests::history::store_keys(key);
     // Wait for the successor's write: an observable state, not a guess of
-    // how long the test takes to freeze this process.
+    // how long the test takes to freeze this process. A read that fails
+    // (this process was frozen and starved a while) is simply tried again.
     loop {
-        let written: Option<u64> = store.get(&highest).await?;
-        if written.is_some() {
+        let written: Result<Option<u64>, _> = store.get(&highest).await;
+        if matches!(written, Ok(Some(_))) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -241,8 +242,12 @@ async fn victim(url: &str, key: &str) -> Result<(), String> {
         .await
         .map_err(text)?;
     let client = redis::Client::open(url).map_err(text)?;
+    // Generous: after its freeze this process may be starved for a while.
+    let patient = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(Duration::from_secs(5)))
+        .set_connection_timeout(Some(Duration::from_secs(5)));
     let mut store = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&patient)
         .await
         .map_err(text)?;
     let (accepted, held) = write_late(key, &mut store).await.map_err(text)?;
