@@ -222,3 +222,42 @@ pub async fn wait_for_subscribers(server: &RedisServer, channel: &str, count: i6
 pub async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
     tokio::time::timeout(limit, future).await.is_ok()
 }
+
+/// Runs test `name` of the current test binary alone, in a process of its
+/// own, for a test whose assertions read process-wide state that the other
+/// tests of the binary, running beside it, would change: the CPU time of
+/// the process, or the stalls the library remembers (a stall it saw in the
+/// last minute shortens every lease it grants).
+///
+/// Returns `true` inside that process, where the caller runs the test's
+/// body; `false` in the test binary, after the process passed (it fails
+/// the test otherwise).
+///
+/// ```ignore
+/// #[test]
+/// fn something_measured() {
+///     if !lock_tests::fixtures::alone("something_measured") {
+///         return;
+///     }
+///     // ... the test itself ...
+/// }
+/// ```
+pub fn alone(name: &str) -> bool {
+    const ALONE: &str = "LOCK_TESTS_ALONE";
+    if std::env::var(ALONE).is_ok_and(|value| value == name) {
+        return true;
+    }
+    let output = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(ALONE, name)
+        .output()
+        .expect("run the test alone");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{name}, alone: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    false
+}

@@ -186,21 +186,9 @@ async fn a_blocked_application_runtime_does_not_stop_renewals() {
 /// whenever a busy machine made them run during its second.
 #[test]
 fn a_paused_application_clock_neither_times_out_calls_nor_spins_the_watchdog() {
-    const ALONE: &str = "LOCK_TESTS_PAUSED_CLOCK_ALONE";
-    const NAME: &str = "a_paused_application_clock_neither_times_out_calls_nor_spins_the_watchdog";
-    if std::env::var_os(ALONE).is_none() {
-        let output = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-            .env(ALONE, "1")
-            .output()
-            .expect("run the test alone");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success() && stdout.contains("1 passed"),
-            "alone: {}\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
+    if !lock_tests::fixtures::alone(
+        "a_paused_application_clock_neither_times_out_calls_nor_spins_the_watchdog",
+    ) {
         return;
     }
     tokio::runtime::Builder::new_current_thread()
