@@ -123,6 +123,23 @@ pub fn int(server: &RedisServer, args: &[&str]) -> i64 {
     }
 }
 
+/// The server's clock in microseconds since the Unix epoch, as
+/// [`RedisServer::micros`], through [`cmd`].
+pub fn micros(server: &RedisServer) -> u64 {
+    match cmd(server, &["TIME"]) {
+        redis::Value::Array(parts) => {
+            let part = |value: &redis::Value| match value {
+                redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes)
+                    .parse::<u64>()
+                    .expect("TIME answers numbers"),
+                other => panic!("TIME answered {other:?}"),
+            };
+            part(&parts[0]) * 1_000_000 + part(&parts[1])
+        }
+        other => panic!("TIME answered {other:?}"),
+    }
+}
+
 /// Whether `key` exists on `server`.
 pub fn exists(server: &RedisServer, key: &str) -> bool {
     cmd(server, &["EXISTS", key]) == redis::Value::Int(1)

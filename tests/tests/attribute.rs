@@ -330,10 +330,10 @@ async fn trait_impl_methods_are_locked_too() {
     };
     // Each call took the lock: the fence is the server's clock at the
     // grant, and the second call's is later.
-    let before = server.micros();
+    let before = lock_tests::fixtures::micros(&server);
     let first = warehouse.reserve(5).await.unwrap();
     let second = warehouse.reserve(5).await.unwrap();
-    let after = server.micros();
+    let after = lock_tests::fixtures::micros(&server);
     assert!(
         before <= first && first < second && second <= after,
         "{before} {first} {second} {after}"
