@@ -16,6 +16,37 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Response timeout of test lockers (see [`CONNECT_TIMEOUT`]).
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// The longest the machine may stop every process of the suite at once
+/// (test, lockers and servers alike): CI's shared hosts pause it for a
+/// hundred milliseconds or two (`under-load --stall 200` reproduces that),
+/// plus room for the scheduler to run everyone again afterwards.
+pub const LONGEST_STALL: Duration = Duration::from_millis(300);
+
+/// Room a wall-clock bound leaves for the machine stalling while it runs:
+/// a few stalls of [`LONGEST_STALL`] and a starved scheduler. A bound is
+/// what the code promises (a ttl, a wait, a timeout) plus this, never a
+/// guess of how fast a calm machine is.
+pub const STALL_ROOM: Duration = Duration::from_secs(1);
+
+/// The shortest lease a test may expect the watchdog to keep through a
+/// stall. A lease is renewed every ttl/3 at the latest and trusted until
+/// ttl minus 6 % minus the recent stalls (up to ttl/4) after the renewal
+/// was sent, so a renewal delayed by a stall S lands in time while
+/// ttl/3 + S + round trip < 0.94 ttl - S: about 0.6 ttl > 2 S. With S =
+/// [`LONGEST_STALL`] that is 1 s; 1.5 s leaves room for the round trip.
+pub const STALL_PROOF_TTL: Duration = Duration::from_millis(1500);
+
+/// The shortest lease whose loss can be asserted to be told before the key
+/// can expire on a machine that stalls. The library tells a loss at the
+/// end of the lease's validity, ttl/100 + 2 ms + ttl/20 (plus the stalls it
+/// saw recently) before the key can expire; a stall of [`LONGEST_STALL`]
+/// at that very moment delays the signal by as much. With 6 s, the fixed
+/// part alone is 362 ms.
+pub const TOLD_IN_TIME_TTL: Duration = Duration::from_secs(6);
+
+/// How long [`cmd`] waits for an answer.
+const CMD_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The configuration tests use for `url`.
 pub fn config(url: &str) -> LockConfig {
     LockConfig::from_url(url)
@@ -56,14 +87,82 @@ pub fn release_channel(name: &str) -> String {
     format!("lock:{{{name}}}:released")
 }
 
+/// Runs one command on `server` and returns the raw reply, like
+/// [`RedisServer::cmd`], in a way a frozen and thawed machine cannot fail.
+///
+/// `RedisServer::cmd` reads with a socket timeout, and a blocking read
+/// with a timeout that a freeze interrupts fails with `EINTR` instead of
+/// going on (seen under `under-load --stall 200`: `Interrupted system call
+/// (os error 4)`). Here the read has no socket timeout, so the kernel
+/// resumes it after a freeze, and it runs on a helper thread so that the
+/// 5 s bound on the answer is kept all the same (a paused server fails the
+/// test instead of hanging it).
+///
+/// # Panics
+///
+/// If `args` is empty, on a connection error, or without an answer in 5 s.
+pub fn cmd(server: &RedisServer, args: &[&str]) -> redis::Value {
+    let (name, rest) = args.split_first().expect("cmd needs a command name");
+    let mut command = redis::cmd(name);
+    for arg in rest {
+        command.arg(*arg);
+    }
+    // `connection` retries a connect that a freeze interrupted, and leaves
+    // no read timeout on the connection.
+    let mut connection = server.connection();
+    let (answer, answered) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use redis::ConnectionLike;
+        let _ = answer.send(connection.req_command(&command));
+    });
+    match answered.recv_timeout(CMD_TIMEOUT) {
+        Ok(Ok(value)) => value,
+        Ok(Err(err)) => panic!("{args:?} on redis-server at {}: {err}", server.url()),
+        Err(_) => panic!(
+            "{args:?} on redis-server at {}: no answer within {CMD_TIMEOUT:?}",
+            server.url()
+        ),
+    }
+}
+
+/// [`cmd`] for a numeric reply: an integer, a numeric string, or 0 for a
+/// missing key (as [`RedisServer::int`]).
+pub fn int(server: &RedisServer, args: &[&str]) -> i64 {
+    match cmd(server, args) {
+        redis::Value::Int(n) => n,
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes)
+            .parse()
+            .unwrap_or_else(|_| panic!("{args:?} answered a non-number")),
+        redis::Value::Nil => 0,
+        other => panic!("{args:?} answered {other:?}"),
+    }
+}
+
+/// The server's clock in microseconds since the Unix epoch, as
+/// [`RedisServer::micros`], through [`cmd`].
+pub fn micros(server: &RedisServer) -> u64 {
+    match cmd(server, &["TIME"]) {
+        redis::Value::Array(parts) => {
+            let part = |value: &redis::Value| match value {
+                redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes)
+                    .parse::<u64>()
+                    .expect("TIME answers numbers"),
+                other => panic!("TIME answered {other:?}"),
+            };
+            part(&parts[0]) * 1_000_000 + part(&parts[1])
+        }
+        other => panic!("TIME answered {other:?}"),
+    }
+}
+
 /// Whether `key` exists on `server`.
 pub fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
+    cmd(server, &["EXISTS", key]) == redis::Value::Int(1)
 }
 
 /// The string value of `key` on `server`, if any.
 pub fn get(server: &RedisServer, key: &str) -> Option<String> {
-    match server.cmd(&["GET", key]) {
+    match cmd(server, &["GET", key]) {
         redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         redis::Value::Nil => None,
         other => panic!("GET {key} answered {other:?}"),
@@ -72,17 +171,17 @@ pub fn get(server: &RedisServer, key: &str) -> Option<String> {
 
 /// `PTTL key` on `server`: ms left, -1 without expiry, -2 when missing.
 pub fn pttl(server: &RedisServer, key: &str) -> i64 {
-    server.int(&["PTTL", key])
+    int(server, &["PTTL", key])
 }
 
 /// How many keys `server` holds.
 pub fn key_count(server: &RedisServer) -> i64 {
-    server.int(&["DBSIZE"])
+    int(server, &["DBSIZE"])
 }
 
 /// One field of `INFO <section>` on `server` (e.g. `evicted_keys`).
 pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
-    let info = match server.cmd(&["INFO", section]) {
+    let info = match cmd(server, &["INFO", section]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO {section}: {other:?}"),
@@ -96,7 +195,7 @@ pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
 
 /// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
 pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    match server.cmd(&["PUBSUB", "NUMSUB", channel]) {
+    match cmd(server, &["PUBSUB", "NUMSUB", channel]) {
         redis::Value::Array(reply) => match reply.get(1) {
             Some(redis::Value::Int(n)) => *n,
             other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
@@ -107,7 +206,7 @@ pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
 
 /// Clients of `server` in pub/sub mode.
 pub fn pubsub_clients(server: &RedisServer) -> usize {
-    match server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
+    match cmd(server, &["CLIENT", "LIST", "TYPE", "pubsub"]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).lines().count(),
         redis::Value::VerbatimString { text, .. } => text.lines().count(),
         other => panic!("CLIENT LIST: {other:?}"),
@@ -117,7 +216,7 @@ pub fn pubsub_clients(server: &RedisServer) -> usize {
 /// How many times `server` ran `command` (lower case, e.g. `evalsha`)
 /// since it started, from `INFO commandstats`.
 pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
-    let info = match server.cmd(&["INFO", "commandstats"]) {
+    let info = match cmd(server, &["INFO", "commandstats"]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO commandstats: {other:?}"),
@@ -154,4 +253,43 @@ pub async fn wait_for_subscribers(server: &RedisServer, channel: &str, count: i6
 /// Whether `future` completes within `limit`.
 pub async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
     tokio::time::timeout(limit, future).await.is_ok()
+}
+
+/// Runs test `name` of the current test binary alone, in a process of its
+/// own, for a test whose assertions read process-wide state that the other
+/// tests of the binary, running beside it, would change: the CPU time of
+/// the process, or the stalls the library remembers (a stall it saw in the
+/// last minute shortens every lease it grants).
+///
+/// Returns `true` inside that process, where the caller runs the test's
+/// body; `false` in the test binary, after the process passed (it fails
+/// the test otherwise).
+///
+/// ```ignore
+/// #[test]
+/// fn something_measured() {
+///     if !lock_tests::fixtures::alone("something_measured") {
+///         return;
+///     }
+///     // ... the test itself ...
+/// }
+/// ```
+pub fn alone(name: &str) -> bool {
+    const ALONE: &str = "LOCK_TESTS_ALONE";
+    if std::env::var(ALONE).is_ok_and(|value| value == name) {
+        return true;
+    }
+    let output = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(ALONE, name)
+        .output()
+        .expect("run the test alone");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{name}, alone: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    false
 }

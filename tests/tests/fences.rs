@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use lock_tests::RedisServer;
-use lock_tests::fixtures::{config, eventually, exists, info_field, key_count, lock_key, locker};
+use lock_tests::fixtures::{
+    cmd, config, eventually, exists, info_field, key_count, lock_key, locker,
+};
 
 const DISTINCT: u64 = 10_000;
 
@@ -53,6 +55,11 @@ async fn leases_that_run_out_leave_nothing_behind() {
                 .lock(format!("crashed:{order}"))
                 .ttl(Duration::from_millis(300))
                 .watchdog(false)
+                // A grant is handed out only if it comes back while the
+                // lease can still be trusted (about 200 ms of it): a stall
+                // in the round trip makes the library try again, which the
+                // lease's own 300 ms wait left no room for.
+                .wait(Duration::from_secs(10))
                 .acquire()
                 .await
                 .unwrap(),
@@ -115,7 +122,7 @@ async fn fences_rise_after_an_eviction() {
     }
     let filler = "x".repeat(64 * 1024);
     for round in 0..2_000 {
-        server.cmd(&["SET", &format!("filler:{round}"), &filler]);
+        cmd(&server, &["SET", &format!("filler:{round}"), &filler]);
         let any_lock_state = lock_state_keys(&server) > 0;
         if round >= 100 && !any_lock_state {
             break;
@@ -136,7 +143,7 @@ async fn fences_rise_after_an_eviction() {
 
 /// Keys of lock state (`lock:...`) on `server`.
 fn lock_state_keys(server: &RedisServer) -> usize {
-    match server.cmd(&["KEYS", "lock:*"]) {
+    match cmd(server, &["KEYS", "lock:*"]) {
         redis::Value::Array(keys) => keys.len(),
         other => panic!("KEYS answered {other:?}"),
     }

@@ -2,15 +2,26 @@
 //! down (at start-up, before and during a hold), a majority down, split
 //! votes between owners.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockConfig, LockError, Locker};
+use lock_runtime::{LockError, Locker};
 use lock_tests::exclusion::{CountRun, Load, hammer};
+use lock_tests::fixtures::{
+    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, cmd,
+    completes_within, config, exists, get, int,
+};
 use lock_tests::{FaultProxy, RedisServer, SilentListener};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A short connect timeout, only for connecting to masters that never
+/// answer (a connect that must succeed within it fails whenever a stall
+/// catches it).
+const SHORT_CONNECT: Duration = Duration::from_millis(500);
+
+/// How long a test waits for what follows a call at once on a calm machine
+/// (the last grants or releases after the majority's).
+const SETTLE: Duration = Duration::from_secs(10);
 
 fn start_masters(count: usize) -> Vec<RedisServer> {
     (0..count).map(|_| RedisServer::start()).collect()
@@ -28,43 +39,13 @@ fn url_of(masters: &[RedisServer]) -> String {
     redlock_url(masters.iter().map(RedisServer::port))
 }
 
-fn config(url: &str) -> LockConfig {
-    LockConfig::from_url(url)
-        .unwrap()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .response_timeout(Duration::from_millis(300))
-}
-
 async fn locker(url: &str) -> Locker {
     Locker::connect(config(url)).await.unwrap()
 }
 
-/// Whether `key` exists on `server`.
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
-}
-
-/// The value of `key` on `server`, if any.
-fn get(server: &RedisServer, key: &str) -> Option<String> {
-    match server.cmd(&["GET", key]) {
-        redis::Value::BulkString(bytes) => Some(String::from_utf8(bytes).unwrap()),
-        redis::Value::Nil => None,
-        other => panic!("GET {key} answered {other:?}"),
-    }
-}
-
-/// Polls `condition` until it holds; fails the test after a second.
+/// Polls `condition` until it holds, within [`SETTLE`].
 async fn eventually(what: &str, condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !condition() {
-        assert!(Instant::now() < deadline, "not within a second: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Whether `future` completes within `limit`.
-async fn completes_within(limit: Duration, future: impl Future<Output = ()>) -> bool {
-    tokio::time::timeout(limit, future).await.is_ok()
+    lock_tests::fixtures::eventually(what, SETTLE, condition).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,7 +101,8 @@ async fn two_masters_of_five_down_change_nothing() {
     let mut masters = start_masters(5);
     let url = url_of(&masters);
     let locker = locker(&url).await;
-    let ttl = Duration::from_millis(900);
+    // Renewals keep it through a stall (a 900 ms lease has ~150 ms to spare).
+    let ttl = STALL_PROOF_TTL;
     let guard = locker.lock("rl-held").ttl(ttl).acquire().await.unwrap();
     // The acquire returns at a majority; the last two grants land just after.
     eventually("held on every master", || {
@@ -144,7 +126,7 @@ async fn two_masters_of_five_down_change_nothing() {
     );
     let live = [&masters[1], &masters[2], &masters[4]];
     for master in live {
-        match master.cmd(&["PTTL", "lock:{rl-held}"]) {
+        match cmd(master, &["PTTL", "lock:{rl-held}"]) {
             redis::Value::Int(pttl) => assert!(pttl > 0, "PTTL {pttl}"),
             other => panic!("PTTL answered {other:?}"),
         }
@@ -180,7 +162,9 @@ async fn three_masters_of_five_down_is_quorum_not_reached_until_they_return() {
     let mut masters = start_masters(5);
     let url = url_of(&masters);
     let locker = locker(&url).await;
-    let ttl = Duration::from_millis(2000);
+    // Told before the lease could expire, asserted exactly: a lease whose
+    // reaction margin covers a stall at that moment (2 s leaves 122 ms).
+    let ttl = TOLD_IN_TIME_TTL;
     let held = locker.lock("rl-doomed").ttl(ttl).acquire().await.unwrap();
 
     for index in [0, 2, 4] {
@@ -195,14 +179,16 @@ async fn three_masters_of_five_down_is_quorum_not_reached_until_they_return() {
     );
     println!("lost {:?} after the third master died", killed_at.elapsed());
     // Told while the key still stands on the live masters.
-    match masters[1].cmd(&["PTTL", "lock:{rl-doomed}"]) {
+    match cmd(&masters[1], &["PTTL", "lock:{rl-doomed}"]) {
         redis::Value::Int(pttl) => assert!(pttl > 0, "told after the key expired ({pttl})"),
         other => panic!("PTTL answered {other:?}"),
     }
     assert!(!held.is_held());
     drop(held);
 
-    let wait = Duration::from_secs(3);
+    // A wait far beyond the bound below: failing within the bound is
+    // failing at once, not at the end of the wait.
+    let wait = Duration::from_secs(10);
     let asked = Instant::now();
     let answer = locker
         .lock("rl-no-quorum")
@@ -223,7 +209,7 @@ async fn three_masters_of_five_down_is_quorum_not_reached_until_they_return() {
         }
         other => panic!("expected QuorumNotReached, got {other:?}"),
     }
-    assert!(took < wait / 6, "failing took {took:?}");
+    assert!(took < STALL_ROOM, "failing took {took:?}");
     for index in [1, 3] {
         assert!(
             !exists(&masters[index], "lock:{rl-no-quorum}"),
@@ -266,7 +252,7 @@ async fn split_votes_are_decided_by_the_majority() {
     let set_on = |masters: &[RedisServer], indices: &[usize], owner: &str, px: &str| {
         for &index in indices {
             assert_eq!(
-                masters[index].cmd(&["SET", lock, owner, "PX", px]),
+                cmd(&masters[index], &["SET", lock, owner, "PX", px]),
                 redis::Value::Okay
             );
         }
@@ -343,7 +329,7 @@ async fn split_votes_are_decided_by_the_majority() {
 
     // Two held and one master down: busy (the owners may let go), not a
     // failure; nothing left on the two free masters.
-    masters[2].cmd(&["DEL", lock]);
+    cmd(&masters[2], &["DEL", lock]);
     masters[2].kill();
     assert!(
         locker
@@ -356,8 +342,10 @@ async fn split_votes_are_decided_by_the_majority() {
     assert!(!exists(&masters[3], lock) && !exists(&masters[4], lock));
 
     // The owners' leases end in 400 ms: a waiter gets the lock then.
-    set_on(&masters, &[0, 1], "other", "400");
+    // Timed from before they are written: they cannot end any sooner.
+    let lease = Duration::from_millis(400);
     let asked = Instant::now();
+    set_on(&masters, &[0, 1], "other", "400");
     let guard = locker
         .lock("rl-split")
         .wait(Duration::from_secs(5))
@@ -366,9 +354,10 @@ async fn split_votes_are_decided_by_the_majority() {
         .unwrap();
     let waited = asked.elapsed();
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
-        "waited {waited:?}"
+        waited >= lease,
+        "granted before the leases ended: {waited:?}"
     );
+    assert!(waited < lease + STALL_ROOM, "waited {waited:?}");
     guard.release().await.unwrap();
     println!("took {:?}", started.elapsed());
 }
@@ -410,31 +399,33 @@ async fn start_up_needs_a_majority_of_masters() {
         }
     }
 
-    // Three of five refuse connections: a typed error, at once.
+    // Three of five refuse connections: a typed error, at once. With a
+    // connect timeout far beyond the bound, failing within the bound is
+    // failing on the refusals, not on the timeout.
     masters[1].kill();
+    let patient = config(&url).connect_timeout(Duration::from_secs(30));
     let asked = Instant::now();
-    let refused = Locker::connect(config(&url)).await;
+    let refused = Locker::connect(patient).await;
     assert!(matches!(refused, Err(LockError::Redis(_))), "{refused:?}");
-    assert!(asked.elapsed() < CONNECT_TIMEOUT, "{:?}", asked.elapsed());
+    assert!(asked.elapsed() < STALL_ROOM, "{:?}", asked.elapsed());
 
     // Three of five accept but never answer: the error comes within the
-    // connect timeout.
+    // connect timeout (a short one: this connect is meant to fail), with
+    // room for a stall.
     let silent: Vec<SilentListener> = (0..3).map(|_| SilentListener::start()).collect();
     let ports = silent
         .iter()
         .map(SilentListener::port)
         .chain([masters[3].port(), masters[4].port()]);
+    let short = config(&redlock_url(ports)).connect_timeout(SHORT_CONNECT);
     let asked = Instant::now();
-    let stalled = Locker::connect(config(&redlock_url(ports))).await;
+    let stalled = Locker::connect(short).await;
     let took = asked.elapsed();
     match stalled {
         Err(LockError::Redis(err)) => println!("{err}"),
         other => panic!("expected a Redis error, got {other:?}"),
     }
-    assert!(
-        took < CONNECT_TIMEOUT + Duration::from_millis(400),
-        "took {took:?}"
-    );
+    assert!(took < SHORT_CONNECT + STALL_ROOM, "took {took:?}");
     println!("took {:?}", started.elapsed());
 }
 
@@ -445,7 +436,14 @@ async fn frozen_masters_do_not_eat_the_lease() {
     let started = Instant::now();
     let masters = start_masters(5);
     let locker = locker(&url_of(&masters)).await;
-    let ttl = Duration::from_millis(1000);
+    // Renewals on the three live masters keep it through a stall.
+    let ttl = STALL_PROOF_TTL;
+    // A frozen master costs a call at most ttl/10; without that bound it
+    // would cost the connect and response timeouts. The bounds below give
+    // ttl/10 room for a stall and stay below those timeouts, so meeting
+    // them shows that no call waited for a frozen master's timeout.
+    let per_master = ttl / 10;
+    assert!(2 * per_master + STALL_ROOM < CONNECT_TIMEOUT + RESPONSE_TIMEOUT);
     masters[0].pause();
     masters[1].pause();
 
@@ -453,7 +451,7 @@ async fn frozen_masters_do_not_eat_the_lease() {
     let guard = locker.lock("rl-frozen").ttl(ttl).acquire().await.unwrap();
     let took = asked.elapsed();
     println!("acquired with two frozen masters in {took:?}");
-    assert!(took < ttl / 10, "took {took:?}");
+    assert!(took < per_master + STALL_ROOM, "took {took:?}");
     assert!(
         !completes_within(ttl * 2, guard.lost()).await,
         "renewals on three live masters of five did not keep the lock"
@@ -461,7 +459,7 @@ async fn frozen_masters_do_not_eat_the_lease() {
     let asked = Instant::now();
     assert!(guard.release().await.unwrap());
     let took = asked.elapsed();
-    assert!(took < ttl / 10, "release took {took:?}");
+    assert!(took < per_master + STALL_ROOM, "release took {took:?}");
     assert!((2..5).all(|i| !exists(&masters[i], "lock:{rl-frozen}")));
 
     // A third frozen master: no majority. The vote waits for each frozen
@@ -482,7 +480,7 @@ async fn frozen_masters_do_not_eat_the_lease() {
         ),
         "{answer:?}"
     );
-    assert!(took < ttl / 2, "took {took:?}");
+    assert!(took < 2 * per_master + STALL_ROOM, "took {took:?}");
     assert!(!exists(&masters[3], "lock:{rl-frozen-3}"));
     assert!(!exists(&masters[4], "lock:{rl-frozen-3}"));
     for master in &masters[..3] {
@@ -503,14 +501,14 @@ async fn fences_rise_even_when_counters_are_out_of_step() {
     let locker = locker(&url_of(&masters)).await;
     // Each master's one counter for every lock of the locker.
     let fence_key = "lock:fence-counter";
-    let counter = |master: &RedisServer| master.int(&["GET", fence_key]) as u64;
+    let counter = |master: &RedisServer| int(master, &["GET", fence_key]) as u64;
     let mut last = 0;
     for round in 0..20u64 {
         // Push two masters (a different pair each round) far ahead.
         for (index, master) in masters.iter().enumerate() {
             if (index as u64 + round) % 5 < 2 {
                 let ahead = (counter(master) + 50 + round).to_string();
-                master.cmd(&["SET", fence_key, &ahead]);
+                cmd(master, &["SET", fence_key, &ahead]);
             }
         }
         let guard = locker.lock("skewed").acquire().await.unwrap();
@@ -554,7 +552,7 @@ async fn acquisitions_cancelled_at_once_leave_nothing_held() {
     let held = || {
         masters
             .iter()
-            .map(|master| match master.cmd(&["KEYS", "lock:{gone:*"]) {
+            .map(|master| match cmd(master, &["KEYS", "lock:{gone:*"]) {
                 redis::Value::Array(keys) => keys.len(),
                 other => panic!("KEYS answered {other:?}"),
             })

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::RedisServer;
 use lock_tests::exclusion::{Load, hammer};
+use lock_tests::fixtures::{STALL_ROOM, eventually, exists, info_field};
 
 /// A master and one replica, in sync.
 fn master_and_replica() -> (RedisServer, RedisServer) {
@@ -15,23 +16,11 @@ fn master_and_replica() -> (RedisServer, RedisServer) {
     let port = master.port().to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !info(&replica, "replication").contains("master_link_status:up") {
+    while info_field(&replica, "replication", "master_link_status") != "up" {
         assert!(Instant::now() < deadline, "the replica never synced");
         std::thread::sleep(Duration::from_millis(20));
     }
     (master, replica)
-}
-
-fn info(server: &RedisServer, section: &str) -> String {
-    match server.cmd(&["INFO", section]) {
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        redis::Value::VerbatimString { text, .. } => text,
-        other => panic!("INFO answered {other:?}"),
-    }
-}
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
 }
 
 async fn connect(url: &str, configure: impl FnOnce(LockConfig) -> LockConfig) -> Locker {
@@ -82,7 +71,8 @@ async fn a_stopped_replica_gives_a_clear_error_and_leaves_nothing_held() {
         err.to_string(),
         "lock `stock:2` reached 0 of the 1 replicas it waits for within 300ms; it was released"
     );
-    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // The WAIT's own timeout, and room for a stall.
+    assert!(took < timeout + STALL_ROOM, "took {took:?}");
     // Released before the error was returned, not later in the background.
     assert!(!exists(&master, "lock:{stock:2}"));
     let other = connect(&master.url(), |config| config).await;
@@ -123,29 +113,32 @@ async fn lock_traffic_does_not_queue_behind_a_pending_wait() {
     let (master, replica) = master_and_replica();
     let locker = connect(&master.url(), |config| config.pool_size(1)).await;
     replica.pause();
+    // The replica is stopped: the WAIT can only end at its timeout, longer
+    // than any stall. Queued behind it, the 20 round trips below would
+    // outwait their 1 s response timeout and fail.
+    let wait_timeout = Duration::from_secs(10);
     let waiting = {
         let locker = locker.clone();
         tokio::spawn(async move {
             locker
                 .lock("slow")
-                .wait_for_replicas(1, Duration::from_secs(3))
+                .wait_for_replicas(1, wait_timeout)
                 .acquire()
                 .await
         })
     };
     // Let the WAIT reach the server (it is pending while the lock exists).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !exists(&master, "lock:{slow}") {
-        assert!(Instant::now() < deadline, "the WAIT acquisition never ran");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the WAIT acquisition ran", Duration::from_secs(10), || {
+        exists(&master, "lock:{slow}")
+    })
+    .await;
     for i in 0..20 {
         let guard = locker.lock(format!("fast:{i}")).acquire().await.unwrap();
         assert!(guard.release().await.unwrap());
     }
     assert!(
         !waiting.is_finished(),
-        "20 lock round trips should finish long before a 3 s WAIT"
+        "20 lock round trips should finish long before a {wait_timeout:?} WAIT"
     );
     replica.resume();
     // Resumed, the replica catches up and acknowledges: the lock is granted.

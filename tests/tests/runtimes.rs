@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lock_runtime::{LockError, distributed_lock};
 use lock_tests::RedisServer;
-use lock_tests::fixtures::config;
+use lock_tests::fixtures::{STALL_PROOF_TTL, config};
 
 /// One server for the whole binary, as a user's suite would have one
 /// Redis. Started on a thread that lives as long as the process, so it is
@@ -38,7 +38,9 @@ async fn init() {
     }
 }
 
-#[distributed_lock(key = "suite:<name>", ttl = "600ms", wait = "10s")]
+/// Leases that renewals keep through a stall of the machine (a 600 ms one
+/// has under 200 ms to spare): `lock_tests::fixtures::STALL_PROOF_TTL`.
+#[distributed_lock(key = "suite:<name>", ttl = "1500ms", wait = "10s")]
 async fn hold_across(name: &str, hold: Duration) -> Result<bool, LockError> {
     // Longer than the lease: only renewals keep it.
     tokio::time::sleep(hold).await;
@@ -48,31 +50,19 @@ async fn hold_across(name: &str, hold: Duration) -> Result<bool, LockError> {
 #[tokio::test]
 async fn first_test_holds_a_lock_past_its_lease() {
     init().await;
-    assert!(
-        hold_across("first", Duration::from_millis(1500))
-            .await
-            .unwrap()
-    );
+    assert!(hold_across("first", STALL_PROOF_TTL * 2).await.unwrap());
 }
 
 #[tokio::test]
 async fn second_test_holds_a_lock_past_its_lease() {
     init().await;
-    assert!(
-        hold_across("second", Duration::from_millis(1500))
-            .await
-            .unwrap()
-    );
+    assert!(hold_across("second", STALL_PROOF_TTL * 2).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_threaded_test_holds_a_lock_past_its_lease() {
     init().await;
-    assert!(
-        hold_across("third", Duration::from_millis(1500))
-            .await
-            .unwrap()
-    );
+    assert!(hold_across("third", STALL_PROOF_TTL * 2).await.unwrap());
 }
 
 /// Runtimes one after another: the first connects the global locker and
@@ -91,13 +81,13 @@ fn runtimes_come_and_go_while_a_lock_is_held() {
         lock_runtime::global()
             .unwrap()
             .lock("suite:sequential")
-            .ttl(Duration::from_millis(600))
+            .ttl(STALL_PROOF_TTL)
             .acquire()
             .await
             .unwrap()
     });
     // That runtime is gone. Well past the lease, the lock is still ours.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(STALL_PROOF_TTL * 2);
     assert!(
         guard.is_held(),
         "the lock was lost when the runtime that took it ended"
