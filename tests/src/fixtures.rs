@@ -44,9 +44,6 @@ pub const STALL_PROOF_TTL: Duration = Duration::from_millis(1500);
 /// part alone is 362 ms.
 pub const TOLD_IN_TIME_TTL: Duration = Duration::from_secs(6);
 
-/// How long [`cmd`] waits for an answer.
-const CMD_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// The configuration tests use for `url`.
 pub fn config(url: &str) -> LockConfig {
     LockConfig::from_url(url)
@@ -87,82 +84,14 @@ pub fn release_channel(name: &str) -> String {
     format!("lock:{{{name}}}:released")
 }
 
-/// Runs one command on `server` and returns the raw reply, like
-/// [`RedisServer::cmd`], in a way a frozen and thawed machine cannot fail.
-///
-/// `RedisServer::cmd` reads with a socket timeout, and a blocking read
-/// with a timeout that a freeze interrupts fails with `EINTR` instead of
-/// going on (seen under `under-load --stall 200`: `Interrupted system call
-/// (os error 4)`). Here the read has no socket timeout, so the kernel
-/// resumes it after a freeze, and it runs on a helper thread so that the
-/// 5 s bound on the answer is kept all the same (a paused server fails the
-/// test instead of hanging it).
-///
-/// # Panics
-///
-/// If `args` is empty, on a connection error, or without an answer in 5 s.
-pub fn cmd(server: &RedisServer, args: &[&str]) -> redis::Value {
-    let (name, rest) = args.split_first().expect("cmd needs a command name");
-    let mut command = redis::cmd(name);
-    for arg in rest {
-        command.arg(*arg);
-    }
-    // `connection` retries a connect that a freeze interrupted, and leaves
-    // no read timeout on the connection.
-    let mut connection = server.connection();
-    let (answer, answered) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use redis::ConnectionLike;
-        let _ = answer.send(connection.req_command(&command));
-    });
-    match answered.recv_timeout(CMD_TIMEOUT) {
-        Ok(Ok(value)) => value,
-        Ok(Err(err)) => panic!("{args:?} on redis-server at {}: {err}", server.url()),
-        Err(_) => panic!(
-            "{args:?} on redis-server at {}: no answer within {CMD_TIMEOUT:?}",
-            server.url()
-        ),
-    }
-}
-
-/// [`cmd`] for a numeric reply: an integer, a numeric string, or 0 for a
-/// missing key (as [`RedisServer::int`]).
-pub fn int(server: &RedisServer, args: &[&str]) -> i64 {
-    match cmd(server, args) {
-        redis::Value::Int(n) => n,
-        redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes)
-            .parse()
-            .unwrap_or_else(|_| panic!("{args:?} answered a non-number")),
-        redis::Value::Nil => 0,
-        other => panic!("{args:?} answered {other:?}"),
-    }
-}
-
-/// The server's clock in microseconds since the Unix epoch, as
-/// [`RedisServer::micros`], through [`cmd`].
-pub fn micros(server: &RedisServer) -> u64 {
-    match cmd(server, &["TIME"]) {
-        redis::Value::Array(parts) => {
-            let part = |value: &redis::Value| match value {
-                redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes)
-                    .parse::<u64>()
-                    .expect("TIME answers numbers"),
-                other => panic!("TIME answered {other:?}"),
-            };
-            part(&parts[0]) * 1_000_000 + part(&parts[1])
-        }
-        other => panic!("TIME answered {other:?}"),
-    }
-}
-
 /// Whether `key` exists on `server`.
 pub fn exists(server: &RedisServer, key: &str) -> bool {
-    cmd(server, &["EXISTS", key]) == redis::Value::Int(1)
+    server.cmd(&["EXISTS", key]) == redis::Value::Int(1)
 }
 
 /// The string value of `key` on `server`, if any.
 pub fn get(server: &RedisServer, key: &str) -> Option<String> {
-    match cmd(server, &["GET", key]) {
+    match server.cmd(&["GET", key]) {
         redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         redis::Value::Nil => None,
         other => panic!("GET {key} answered {other:?}"),
@@ -171,17 +100,17 @@ pub fn get(server: &RedisServer, key: &str) -> Option<String> {
 
 /// `PTTL key` on `server`: ms left, -1 without expiry, -2 when missing.
 pub fn pttl(server: &RedisServer, key: &str) -> i64 {
-    int(server, &["PTTL", key])
+    server.int(&["PTTL", key])
 }
 
 /// How many keys `server` holds.
 pub fn key_count(server: &RedisServer) -> i64 {
-    int(server, &["DBSIZE"])
+    server.int(&["DBSIZE"])
 }
 
 /// One field of `INFO <section>` on `server` (e.g. `evicted_keys`).
 pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
-    let info = match cmd(server, &["INFO", section]) {
+    let info = match server.cmd(&["INFO", section]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO {section}: {other:?}"),
@@ -195,7 +124,7 @@ pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
 
 /// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
 pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    match cmd(server, &["PUBSUB", "NUMSUB", channel]) {
+    match server.cmd(&["PUBSUB", "NUMSUB", channel]) {
         redis::Value::Array(reply) => match reply.get(1) {
             Some(redis::Value::Int(n)) => *n,
             other => panic!("PUBSUB NUMSUB {channel}: {other:?}"),
@@ -206,7 +135,7 @@ pub fn subscribers(server: &RedisServer, channel: &str) -> i64 {
 
 /// Clients of `server` in pub/sub mode.
 pub fn pubsub_clients(server: &RedisServer) -> usize {
-    match cmd(server, &["CLIENT", "LIST", "TYPE", "pubsub"]) {
+    match server.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).lines().count(),
         redis::Value::VerbatimString { text, .. } => text.lines().count(),
         other => panic!("CLIENT LIST: {other:?}"),
@@ -216,7 +145,7 @@ pub fn pubsub_clients(server: &RedisServer) -> usize {
 /// How many times `server` ran `command` (lower case, e.g. `evalsha`)
 /// since it started, from `INFO commandstats`.
 pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
-    let info = match cmd(server, &["INFO", "commandstats"]) {
+    let info = match server.cmd(&["INFO", "commandstats"]) {
         redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO commandstats: {other:?}"),

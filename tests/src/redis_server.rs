@@ -25,8 +25,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Connect timeout of [`RedisServer::connection`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Read/write timeout of [`RedisServer::cmd`], so a command against a paused
-/// server fails the test instead of hanging it.
+/// How long [`RedisServer::cmd`] waits for an answer, so a command against a
+/// paused server fails the test instead of hanging it.
 const CMD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Number of log lines quoted when the server fails to start.
 const LOG_TAIL_LINES: usize = 20;
@@ -272,24 +272,36 @@ impl RedisServer {
     /// An error reply from the server (such as `WRONGTYPE`) is returned as
     /// [`redis::Value::ServerError`] so tests can assert on it.
     ///
+    /// A machine stall cannot fail it: the read has no socket timeout (a
+    /// blocking read with one fails with `EINTR` when a freeze interrupts
+    /// it, where one without is resumed by the kernel), and the 5 s bound
+    /// on the answer is kept by waiting for it on a helper thread.
+    ///
     /// # Panics
     ///
-    /// If `args` is empty, or on connection or I/O errors (including a 5 s
-    /// read timeout, e.g. against a paused server).
+    /// If `args` is empty, on a connection error, or without an answer
+    /// within 5 s (e.g. against a paused server).
     pub fn cmd(&self, args: &[&str]) -> redis::Value {
         let (name, rest) = args
             .split_first()
             .expect("RedisServer::cmd needs at least the command name");
-        let mut cmd = redis::cmd(name);
+        let mut command = redis::cmd(name);
         for arg in rest {
-            cmd.arg(*arg);
+            command.arg(*arg);
         }
-        let mut con = self.connection();
-        con.set_read_timeout(Some(CMD_TIMEOUT))
-            .and_then(|()| con.set_write_timeout(Some(CMD_TIMEOUT)))
-            .expect("set timeouts on a redis connection");
-        con.req_command(&cmd)
-            .unwrap_or_else(|e| panic!("{args:?} on redis-server at {}: {e}", self.url()))
+        let mut connection = self.connection();
+        let (answer, answered) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = answer.send(connection.req_command(&command));
+        });
+        match answered.recv_timeout(CMD_TIMEOUT) {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => panic!("{args:?} on redis-server at {}: {e}", self.url()),
+            Err(_) => panic!(
+                "{args:?} on redis-server at {}: no answer within {CMD_TIMEOUT:?}",
+                self.url()
+            ),
+        }
     }
 
     /// The server's clock (`TIME`) in microseconds since the Unix epoch:

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
-use lock_tests::fixtures::{STALL_ROOM, cmd};
+use lock_tests::fixtures::STALL_ROOM;
 use lock_tests::{RedisServer, Worker};
 
 async fn locker(server: &RedisServer) -> Locker {
@@ -70,7 +70,7 @@ fn annotated_bodies_never_overlap_across_processes() {
         );
     }
     assert_eq!(
-        cmd(&server, &["GET", "counter"]),
+        server.cmd(&["GET", "counter"]),
         redis::Value::BulkString(b"320".to_vec())
     );
 }
@@ -130,7 +130,7 @@ async fn keys_are_rendered_from_parameters_fields_and_self() {
     assert!(lock_runtime::current().is_none());
     // Every lock was released at the end of its body.
     assert_eq!(
-        cmd(&server, &["KEYS", "lock:{shard*}"]),
+        server.cmd(&["KEYS", "lock:{shard*}"]),
         redis::Value::Array(vec![])
     );
 }
@@ -213,7 +213,7 @@ async fn on_lost_cancel_stops_the_body_when_the_key_is_deleted() {
     tokio::pin!(job);
     let delete = async {
         started_rx.await.unwrap();
-        assert_eq!(cmd(&server, &["DEL", "lock:{job}"]), redis::Value::Int(1));
+        assert_eq!(server.cmd(&["DEL", "lock:{job}"]), redis::Value::Int(1));
         (Instant::now(), locker.stats().renewal_calls)
     };
     let (result, (deleted_at, calls_at_delete)) = tokio::join!(job, delete);
@@ -253,7 +253,7 @@ async fn on_lost_continue_lets_the_body_finish() {
     let job = stubborn_job(&locker, started, &finished);
     let delete = async {
         started_rx.await.unwrap();
-        cmd(&server, &["DEL", "lock:{job}"]);
+        server.cmd(&["DEL", "lock:{job}"]);
     };
     let (result, ()) = tokio::join!(job, delete);
     result.unwrap();
@@ -330,10 +330,10 @@ async fn trait_impl_methods_are_locked_too() {
     };
     // Each call took the lock: the fence is the server's clock at the
     // grant, and the second call's is later.
-    let before = lock_tests::fixtures::micros(&server);
+    let before = server.micros();
     let first = warehouse.reserve(5).await.unwrap();
     let second = warehouse.reserve(5).await.unwrap();
-    let after = lock_tests::fixtures::micros(&server);
+    let after = server.micros();
     assert!(
         before <= first && first < second && second <= after,
         "{before} {first} {second} {after}"

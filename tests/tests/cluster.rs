@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, Locker};
 use lock_tests::cluster::Migration;
 use lock_tests::exclusion::{CountRun, Load, hammer};
-use lock_tests::fixtures::{STALL_PROOF_TTL, STALL_ROOM, cmd, int};
+use lock_tests::fixtures::{STALL_PROOF_TTL, STALL_ROOM};
 use lock_tests::{RedisCluster, RedisServer};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
@@ -38,8 +38,8 @@ fn lock_key(name: &str) -> String {
 /// node from its slot map.
 fn node_for_key(cluster: &RedisCluster, key: &str) -> usize {
     let first = &cluster.nodes()[0];
-    let slot = int(first, &["CLUSTER", "KEYSLOT", key]);
-    let redis::Value::Array(ranges) = cmd(first, &["CLUSTER", "SLOTS"]) else {
+    let slot = first.int(&["CLUSTER", "KEYSLOT", key]);
+    let redis::Value::Array(ranges) = first.cmd(&["CLUSTER", "SLOTS"]) else {
         panic!("CLUSTER SLOTS is not an array");
     };
     for range in ranges {
@@ -81,7 +81,7 @@ fn names_on_every_node(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
 
 /// Sharded subscribers of `channel` on `node`.
 fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
-    match cmd(node, &["PUBSUB", "SHARDNUMSUB", channel]) {
+    match node.cmd(&["PUBSUB", "SHARDNUMSUB", channel]) {
         redis::Value::Array(reply) => match reply.get(1) {
             Some(redis::Value::Int(n)) => *n,
             other => panic!("PUBSUB SHARDNUMSUB {channel}: {other:?}"),
@@ -178,7 +178,7 @@ async fn locks_land_on_every_node_and_each_works() {
         let holder = &cluster.nodes()[node];
         assert!(
             matches!(
-                cmd(holder, &["GET", &lock_key(name)]),
+                holder.cmd(&["GET", &lock_key(name)]),
                 redis::Value::BulkString(_)
             ),
             "lock {name} is not on node {node}"
@@ -298,7 +298,7 @@ fn a_held_lock_is_renewed_across_a_migration() {
     std::thread::sleep((ttl * 2).saturating_sub(started.elapsed()));
     assert!(guard.is_held(), "the lock was lost across the migration");
     assert!(matches!(
-        cmd(&cluster.nodes()[to], &["GET", &lock_key(name)]),
+        cluster.nodes()[to].cmd(&["GET", &lock_key(name)]),
         redis::Value::BulkString(_)
     ));
     let stats = locker.stats();
@@ -441,7 +441,7 @@ async fn scripts_are_reloaded_after_a_flush_on_every_node() {
 
 /// `number_of_cached_scripts` from `INFO memory`.
 fn cached_scripts(node: &RedisServer) -> u64 {
-    let info = match cmd(node, &["INFO", "memory"]) {
+    let info = match node.cmd(&["INFO", "memory"]) {
         redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO: {other:?}"),
@@ -510,12 +510,7 @@ fn a_frozen_node_loses_only_its_own_leases() {
             runtime.block_on(request.acquire()).unwrap()
         })
         .collect();
-    let expiry = |node: usize| {
-        int(
-            &cluster.nodes()[node],
-            &["PEXPIRETIME", &lock_key(&names[node])],
-        )
-    };
+    let expiry = |node: usize| cluster.nodes()[node].int(&["PEXPIRETIME", &lock_key(&names[node])]);
     let expiries_before = [expiry(1), expiry(2)];
     let frozen = 0;
     cluster.nodes()[frozen].pause();

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::fixtures::{
-    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, cmd, config,
+    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, config,
 };
 use lock_tests::{RedisServer, SilentListener, Worker, closed_port};
 
@@ -73,7 +73,7 @@ async fn a_frozen_server_is_reported_lost_before_the_ttl_runs_out() {
     // renews it. A lower bound of the expiry: the server read its PTTL
     // (whole ms, rounded down) after `asked_at`.
     let asked_at = Instant::now();
-    let pttl = match cmd(&server, &["PTTL", "lock:{frozen}"]) {
+    let pttl = match server.cmd(&["PTTL", "lock:{frozen}"]) {
         redis::Value::Int(ms) => Duration::from_millis(u64::try_from(ms).unwrap()),
         other => panic!("PTTL: {other:?}"),
     };

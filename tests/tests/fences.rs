@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use lock_tests::RedisServer;
-use lock_tests::fixtures::{
-    cmd, config, eventually, exists, info_field, key_count, lock_key, locker,
-};
+use lock_tests::fixtures::{config, eventually, exists, info_field, key_count, lock_key, locker};
 
 const DISTINCT: u64 = 10_000;
 
@@ -122,7 +120,7 @@ async fn fences_rise_after_an_eviction() {
     }
     let filler = "x".repeat(64 * 1024);
     for round in 0..2_000 {
-        cmd(&server, &["SET", &format!("filler:{round}"), &filler]);
+        server.cmd(&["SET", &format!("filler:{round}"), &filler]);
         let any_lock_state = lock_state_keys(&server) > 0;
         if round >= 100 && !any_lock_state {
             break;
@@ -143,7 +141,7 @@ async fn fences_rise_after_an_eviction() {
 
 /// Keys of lock state (`lock:...`) on `server`.
 fn lock_state_keys(server: &RedisServer) -> usize {
-    match cmd(server, &["KEYS", "lock:*"]) {
+    match server.cmd(&["KEYS", "lock:*"]) {
         redis::Value::Array(keys) => keys.len(),
         other => panic!("KEYS answered {other:?}"),
     }

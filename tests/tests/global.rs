@@ -29,7 +29,7 @@ async fn init_once_then_use_everywhere() {
         "{again:?}"
     );
 
-    let before = lock_tests::fixtures::micros(&server);
+    let before = server.micros();
     let guard = lock_runtime::global()
         .unwrap()
         .lock("global")
@@ -37,7 +37,7 @@ async fn init_once_then_use_everywhere() {
         .acquire()
         .await
         .unwrap();
-    assert!((before..=lock_tests::fixtures::micros(&server)).contains(&guard.fence()));
+    assert!((before..=server.micros()).contains(&guard.fence()));
     let from_task = tokio::spawn(async {
         lock_runtime::global()
             .unwrap()

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::RedisServer;
-use lock_tests::fixtures::{STALL_ROOM, cmd, command_calls};
+use lock_tests::fixtures::{STALL_ROOM, command_calls};
 
 /// A test locker, with timeouts a machine that stalls can meet.
 async fn locker(server: &RedisServer) -> Locker {
@@ -154,7 +154,7 @@ async fn keys_use_the_prefix_and_one_hash_tag() {
         .await
         .unwrap();
     assert_eq!(
-        cmd(&server, &["EXISTS", "app:{stock:42}"]),
+        server.cmd(&["EXISTS", "app:{stock:42}"]),
         redis::Value::Int(1)
     );
     // One key: the owner's token and the fence, nothing else.
@@ -163,13 +163,13 @@ async fn keys_use_the_prefix_and_one_hash_tag() {
     assert_eq!(token.len(), 32, "a 128-bit token in hex");
     assert_eq!(fence, guard.fence().to_string());
     assert_eq!(lock_tests::fixtures::key_count(&server), 1);
-    match cmd(&server, &["PTTL", "app:{stock:42}"]) {
+    match server.cmd(&["PTTL", "app:{stock:42}"]) {
         redis::Value::Int(pttl) => assert!(pttl > 0 && pttl <= 3000, "{pttl}"),
         other => panic!("{other:?}"),
     }
     assert!(guard.release().await.unwrap());
     assert_eq!(
-        cmd(&server, &["EXISTS", "app:{stock:42}"]),
+        server.cmd(&["EXISTS", "app:{stock:42}"]),
         redis::Value::Int(0)
     );
 }

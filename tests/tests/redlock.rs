@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockError, Locker};
 use lock_tests::exclusion::{CountRun, Load, hammer};
 use lock_tests::fixtures::{
-    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, cmd,
-    completes_within, config, exists, get, int,
+    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL,
+    completes_within, config, exists, get,
 };
 use lock_tests::{FaultProxy, RedisServer, SilentListener};
 
@@ -126,7 +126,7 @@ async fn two_masters_of_five_down_change_nothing() {
     );
     let live = [&masters[1], &masters[2], &masters[4]];
     for master in live {
-        match cmd(master, &["PTTL", "lock:{rl-held}"]) {
+        match master.cmd(&["PTTL", "lock:{rl-held}"]) {
             redis::Value::Int(pttl) => assert!(pttl > 0, "PTTL {pttl}"),
             other => panic!("PTTL answered {other:?}"),
         }
@@ -179,7 +179,7 @@ async fn three_masters_of_five_down_is_quorum_not_reached_until_they_return() {
     );
     println!("lost {:?} after the third master died", killed_at.elapsed());
     // Told while the key still stands on the live masters.
-    match cmd(&masters[1], &["PTTL", "lock:{rl-doomed}"]) {
+    match masters[1].cmd(&["PTTL", "lock:{rl-doomed}"]) {
         redis::Value::Int(pttl) => assert!(pttl > 0, "told after the key expired ({pttl})"),
         other => panic!("PTTL answered {other:?}"),
     }
@@ -252,7 +252,7 @@ async fn split_votes_are_decided_by_the_majority() {
     let set_on = |masters: &[RedisServer], indices: &[usize], owner: &str, px: &str| {
         for &index in indices {
             assert_eq!(
-                cmd(&masters[index], &["SET", lock, owner, "PX", px]),
+                masters[index].cmd(&["SET", lock, owner, "PX", px]),
                 redis::Value::Okay
             );
         }
@@ -329,7 +329,7 @@ async fn split_votes_are_decided_by_the_majority() {
 
     // Two held and one master down: busy (the owners may let go), not a
     // failure; nothing left on the two free masters.
-    cmd(&masters[2], &["DEL", lock]);
+    masters[2].cmd(&["DEL", lock]);
     masters[2].kill();
     assert!(
         locker
@@ -501,14 +501,14 @@ async fn fences_rise_even_when_counters_are_out_of_step() {
     let locker = locker(&url_of(&masters)).await;
     // Each master's one counter for every lock of the locker.
     let fence_key = "lock:fence-counter";
-    let counter = |master: &RedisServer| int(master, &["GET", fence_key]) as u64;
+    let counter = |master: &RedisServer| master.int(&["GET", fence_key]) as u64;
     let mut last = 0;
     for round in 0..20u64 {
         // Push two masters (a different pair each round) far ahead.
         for (index, master) in masters.iter().enumerate() {
             if (index as u64 + round) % 5 < 2 {
                 let ahead = (counter(master) + 50 + round).to_string();
-                cmd(master, &["SET", fence_key, &ahead]);
+                master.cmd(&["SET", fence_key, &ahead]);
             }
         }
         let guard = locker.lock("skewed").acquire().await.unwrap();
@@ -552,7 +552,7 @@ async fn acquisitions_cancelled_at_once_leave_nothing_held() {
     let held = || {
         masters
             .iter()
-            .map(|master| match cmd(master, &["KEYS", "lock:{gone:*"]) {
+            .map(|master| match master.cmd(&["KEYS", "lock:{gone:*"]) {
                 redis::Value::Array(keys) => keys.len(),
                 other => panic!("KEYS answered {other:?}"),
             })

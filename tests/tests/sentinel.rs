@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::exclusion::{CountRun, ExclusionReport, Load, hammer};
-use lock_tests::fixtures::{STALL_ROOM, cmd, command_calls, eventually, int, subscribers};
+use lock_tests::fixtures::{STALL_ROOM, command_calls, eventually, subscribers};
 use lock_tests::{RedisServer, SentinelSetup, SilentListener, closed_port};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
@@ -253,7 +253,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         .acquire()
         .await
         .expect("healthy lock");
-    assert_eq!(int(&setup.replica, &["EXISTS", "lock:{healthy}"]), 1);
+    assert_eq!(setup.replica.int(&["EXISTS", "lock:{healthy}"]), 1);
 
     tokio::task::block_in_place(|| setup.cut_replication());
     let acquired_at = Instant::now();
@@ -264,7 +264,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         .await
         .expect("fragile lock");
     assert_eq!(
-        int(&setup.replica, &["EXISTS", "lock:{fragile}"]),
+        setup.replica.int(&["EXISTS", "lock:{fragile}"]),
         0,
         "the cut replica must not have the lock"
     );
@@ -280,7 +280,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
         acquired_at.elapsed()
     );
     let new_master = &setup.replica;
-    let expiry_at_failover = int(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+    let expiry_at_failover = new_master.int(&["PEXPIRETIME", "lock:{healthy}"]);
     assert!(
         expiry_at_failover > 0,
         "the healthy lock reached the new master"
@@ -316,7 +316,7 @@ async fn lock_missing_on_the_new_master_is_reported_lost() {
     // PEXPIRETIME) moves forward there.
     let deadline = Instant::now() + Duration::from_secs(12);
     loop {
-        let expiry = int(new_master, &["PEXPIRETIME", "lock:{healthy}"]);
+        let expiry = new_master.int(&["PEXPIRETIME", "lock:{healthy}"]);
         if expiry > expiry_at_failover + 1000 {
             break;
         }
@@ -344,21 +344,18 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
     // the demoted master: see the READONLY count below).
     let new_port = setup.replica.port().to_string();
     tokio::task::block_in_place(|| {
-        cmd(&setup.replica, &["REPLICAOF", "NO", "ONE"]);
-        cmd(&setup.master, &["REPLICAOF", "127.0.0.1", &new_port]);
+        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
+        setup.master.cmd(&["REPLICAOF", "127.0.0.1", &new_port]);
         for sentinel in setup.sentinels() {
-            cmd(sentinel, &["SENTINEL", "REMOVE", "mymaster"]);
-            cmd(
-                sentinel,
-                &[
-                    "SENTINEL",
-                    "MONITOR",
-                    "mymaster",
-                    "127.0.0.1",
-                    &new_port,
-                    "2",
-                ],
-            );
+            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
+            sentinel.cmd(&[
+                "SENTINEL",
+                "MONITOR",
+                "mymaster",
+                "127.0.0.1",
+                &new_port,
+                "2",
+            ]);
         }
     });
     // One try (a wait of zero): the refused script is sent again to the
@@ -373,7 +370,7 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
         .await
         .expect("the acquire is sent again to the new master");
     println!("switched and acquired in {:?}", asked.elapsed());
-    let errors = match cmd(&setup.master, &["INFO", "errorstats"]) {
+    let errors = match setup.master.cmd(&["INFO", "errorstats"]) {
         redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("INFO errorstats answered {other:?}"),
@@ -382,7 +379,7 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
         errors.contains("errorstat_READONLY:count=1"),
         "the first try did not meet the demoted master: {errors}"
     );
-    assert_eq!(int(&setup.replica, &["EXISTS", "lock:{moved}"]), 1);
+    assert_eq!(setup.replica.int(&["EXISTS", "lock:{moved}"]), 1);
     assert!(guard.release().await.expect("release on the new master"));
 }
 

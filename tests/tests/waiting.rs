@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, Locker};
 use lock_tests::RedisServer;
 use lock_tests::fixtures::{
-    STALL_ROOM, cmd, command_calls, eventually, pubsub_clients, subscribers, wait_for_subscribers,
+    STALL_ROOM, command_calls, eventually, pubsub_clients, subscribers, wait_for_subscribers,
 };
 
 /// A backoff so slow that a waiter woken within seconds was woken by
@@ -75,10 +75,7 @@ async fn a_waiter_on_a_crashed_owner_wakes_when_its_lease_ends() {
     // before the write: the lease cannot end on the server any sooner.
     let lease = Duration::from_millis(400);
     let started = Instant::now();
-    cmd(
-        &server,
-        &["SET", "lock:{orphan}", "someone-else", "PX", "400"],
-    );
+    server.cmd(&["SET", "lock:{orphan}", "someone-else", "PX", "400"]);
     // Within its wait (far below the 20 s backoff): woken by its timer set
     // to the PTTL the script returned.
     let guard = locker
@@ -128,7 +125,7 @@ async fn waiters_share_one_pubsub_connection_that_comes_back_after_a_kill() {
     );
 
     // Cut it: the listener must reconnect and subscribe to every channel again.
-    cmd(&server, &["CLIENT", "KILL", "TYPE", "pubsub"]);
+    server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     eventually("the listener came back", Duration::from_secs(10), || {
         pubsub_clients(&server) == 1
     })
@@ -194,20 +191,17 @@ fn connections_received(server: &RedisServer) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_who_may_not_subscribe_waits_on_timers_without_reconnecting() {
     let server = RedisServer::start();
-    cmd(
-        &server,
-        &[
-            "ACL",
-            "SETUSER",
-            "nosub",
-            "on",
-            "nopass",
-            "~*",
-            "&*",
-            "+@all",
-            "-subscribe",
-        ],
-    );
+    server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "nosub",
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "-subscribe",
+    ]);
     let url = format!("redis://nosub@127.0.0.1:{}/", server.port());
     let holder = locker(&server, None).await;
     let waiter = Locker::connect(

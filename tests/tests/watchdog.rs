@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::Locker;
 use lock_tests::RedisServer;
 use lock_tests::fixtures::{
-    LONGEST_STALL, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, cmd, eventually, exists, pttl,
+    LONGEST_STALL, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, eventually, exists, pttl,
 };
 
 /// A test locker: timeouts a machine that stalls can meet (a 300 ms
@@ -54,10 +54,7 @@ async fn an_external_delete_is_reported_lost_within_a_third_of_the_ttl() {
     // Delete between two renewals rather than right at the grant: the
     // bound below must hold from any point of the renewal cycle.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        cmd(&server, &["DEL", "lock:{deleted}"]),
-        redis::Value::Int(1)
-    );
+    assert_eq!(server.cmd(&["DEL", "lock:{deleted}"]), redis::Value::Int(1));
     let deleted_at = Instant::now();
     let calls_at_delete = locker.stats().renewal_calls;
     tokio::time::timeout(ttl, guard.lost())
