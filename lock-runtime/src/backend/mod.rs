@@ -67,6 +67,16 @@ pub(crate) struct BatchEntry {
     pub(crate) args: Vec<String>,
 }
 
+/// Leases renewed by one call (see [`Backend::renewal_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RenewalGroup {
+    /// Every lease: one server, Sentinel, Redlock.
+    All,
+    /// The leases of one hash slot of a cluster.
+    #[cfg(feature = "cluster")]
+    Slot(redis::cluster_routing::Slot),
+}
+
 /// The lock store of one [`Locker`](crate::Locker), as configured.
 #[derive(Clone)]
 pub(crate) enum Backend {
@@ -149,6 +159,23 @@ impl Backend {
         match self {
             Backend::Node(node) => dispatch!(node, backend => backend.release_feed()),
             Backend::Redlock(redlock) => redlock.release_feed(),
+        }
+    }
+
+    /// Which renewal group the key `key` belongs to: the leases of one
+    /// group are renewed by one call, whose answer is applied as soon as it
+    /// arrives. On a cluster, a hash slot (so a frozen node delays the
+    /// renewals of its own leases only); elsewhere, one group.
+    pub(crate) fn renewal_group(&self, key: &str) -> RenewalGroup {
+        match self {
+            #[cfg(feature = "cluster")]
+            Backend::Node(NodeBackend::Cluster(_)) => {
+                RenewalGroup::Slot(redis::cluster_routing::Slot::for_key(key))
+            }
+            _ => {
+                let _ = key;
+                RenewalGroup::All
+            }
         }
     }
 

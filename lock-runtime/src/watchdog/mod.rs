@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use self::schedule::{BatchOutcome, Schedule};
-use crate::backend::Backend;
+use crate::backend::{Backend, RenewalGroup};
 use crate::lease::Lease;
 use crate::lost::{self, Cause};
 use crate::primitive::exclusive::{self, Renewal};
@@ -152,8 +152,13 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
             Counters::bump(&counters.renewal_rounds);
         }
         // All batches of a round go out at once, pipelined on the
-        // watchdog's connection: one round trip per round.
-        for batch in batches {
+        // watchdog's connection: one round trip per round. Each renewal
+        // group (a cluster's hash slot) is a batch of its own, whose answer
+        // is applied when it comes, whatever the other groups' nodes do.
+        for batch in batches
+            .into_iter()
+            .flat_map(|batch| by_group(&backend, batch))
+        {
             Counters::bump(&counters.renewal_calls);
             in_flight.spawn(renew_batch(backend.clone(), batch));
         }
@@ -215,6 +220,19 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(clock::timer_deadline(at).into()).await,
         None => std::future::pending().await,
     }
+}
+
+/// `batch` split by renewal group, in order of first appearance.
+fn by_group(backend: &Backend, batch: Vec<Arc<Lease>>) -> Vec<Vec<Arc<Lease>>> {
+    let mut groups: Vec<(RenewalGroup, Vec<Arc<Lease>>)> = Vec::new();
+    for lease in batch {
+        let group = backend.renewal_group(lease.keys.lock());
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, leases)) => leases.push(lease),
+            None => groups.push((group, vec![lease])),
+        }
+    }
+    groups.into_iter().map(|(_, leases)| leases).collect()
 }
 
 async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
