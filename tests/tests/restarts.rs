@@ -57,6 +57,14 @@ async fn cluster_node() {
         .expect("the first call after the node came back");
 }
 
+/// The same on Redlock, whose rounds bound each master's answer by a tenth
+/// of the lease: a lease long enough that a tenth of it leaves room for a
+/// reconnect on a machine that stalls.
+#[distributed_lock(key = "restart:<name>", ttl = "10s", wait = "0s", locker = locker)]
+async fn annotated_long(locker: &Locker, name: &str) -> Result<u64, LockError> {
+    Ok(lock_runtime::current().unwrap().fence())
+}
+
 /// Every Redlock master dies and comes back (empty: no persistence).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_redlock_master() {

@@ -170,11 +170,13 @@ fn vote(answer: Result<(i64, i64), LockError>) -> Vote {
     }
 }
 
-/// A master that refused the connection (or was never reached, which the
-/// fan-out reports as a refusal) is down; one that timed out or failed
-/// mid-call may only be slow.
+/// A master whose connection failed (refused, never reached, or dropped
+/// under the call) is down for now: its manager reconnects meanwhile, so an
+/// acquisition asks such a majority once more at once, and then gives up.
+/// One that timed out or answered an error may only be slow.
 fn is_down(err: &LockError) -> bool {
-    matches!(err, LockError::Redis(err) if err.is_connection_refusal())
+    matches!(err, LockError::Redis(err)
+        if (err.is_connection_refusal() || err.is_connection_dropped()) && !err.is_timeout())
 }
 
 /// The second round of an acquisition whose majority's counters were out

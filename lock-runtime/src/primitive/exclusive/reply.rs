@@ -24,8 +24,10 @@ pub(crate) enum AcquireReply {
     /// the lock. Try again; a clean-up may still be owed.
     Unknown,
     /// Redlock: too few masters granted it, and the round has cleaned up
-    /// after itself. `down` when the masters that failed were unreachable
-    /// (refused, not connected) rather than slow: waiting will not help.
+    /// after itself. `down` when the masters that failed did so at the
+    /// connection (refused, dropped, never reached) rather than by being
+    /// slow: one more round at once may find them reconnected, and waiting
+    /// longer will not help.
     NoQuorum {
         /// Masters that granted the lock in that round.
         granted: usize,
