@@ -8,6 +8,9 @@ use redis::aio::MultiplexedConnection;
 
 use crate::{BenchResult, Samples};
 
+/// A Redlock master's up mark under the default key prefix.
+const UP_MARK: &str = "lock:up-for";
+
 /// Administrative connections, one per server, separate from every
 /// contender's.
 #[derive(Clone)]
@@ -45,11 +48,25 @@ impl Admin {
         Ok(Self { conns })
     }
 
-    /// Deletes every key on every server, so each run starts empty.
+    /// Deletes every key on every server, so each run starts empty, but for
+    /// a Redlock master's up mark (`lock:up-for`): a running deployment
+    /// keeps it, and without it every run would pay the uptime check of a
+    /// master that just started.
     pub async fn flush(&self) -> BenchResult<()> {
         for conn in &self.conns {
             let mut conn = conn.clone();
+            let mark: Option<String> = redis::cmd("GET")
+                .arg(UP_MARK)
+                .query_async(&mut conn)
+                .await?;
             redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+            if let Some(mark) = mark {
+                redis::cmd("SET")
+                    .arg(UP_MARK)
+                    .arg(mark)
+                    .query_async::<()>(&mut conn)
+                    .await?;
+            }
         }
         Ok(())
     }

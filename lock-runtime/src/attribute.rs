@@ -125,6 +125,7 @@ async fn run_body<F: Future>(
         lost::guarded(handle.lease(), on_lost, body),
     )
     .await;
+    lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
     match output {
         Some(output) if on_lost == OnLost::Cancel && !handle.is_held() => {
             drop(output);

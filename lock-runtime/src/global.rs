@@ -8,8 +8,11 @@ use crate::locker::Locker;
 
 static GLOBAL: OnceCell<Locker> = OnceCell::new();
 
-/// Connects the process-wide locker; call once at start-up, inside the
-/// runtime that will use it (it hosts the locker's background tasks).
+/// Connects the process-wide locker; call once at start-up, from any tokio
+/// runtime. Its background work (watchdog, connections, release listener)
+/// runs on the library's own thread, so the locker keeps working for every
+/// runtime of the process, including `#[tokio::test]` runtimes that come
+/// and go.
 ///
 /// Errors: [`LockError::AlreadyInitialized`] on a second call (the first
 /// configuration stays), and whatever [`Locker::connect`] reports.

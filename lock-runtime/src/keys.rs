@@ -64,6 +64,13 @@ impl LockKeys {
     pub(crate) fn counter(&self) -> String {
         format!("{}fence-counter", &self.inner.lock[..self.inner.prefix_len])
     }
+
+    /// Redlock: each master's mark that it has been up for the restart
+    /// quarantine (its value, in ms). It vanishes with the master's data,
+    /// so a master restarted empty checks its uptime again.
+    pub(crate) fn up_mark(&self) -> String {
+        format!("{}up-for", &self.inner.lock[..self.inner.prefix_len])
+    }
 }
 
 /// `name` with `%` and `}` escaped, so that it can sit inside a hash tag.

@@ -31,7 +31,10 @@
 //! `continue` lets the body finish (a stale write is then for the fence to
 //! refuse). A body that finished while the lease was no longer valid also
 //! returns `Err(LockError::Lost)` under `cancel`: a process paused past its
-//! lease (GC, swap, SIGSTOP) can finish before the watchdog runs again.
+//! lease (GC, swap, SIGSTOP) can finish before the watchdog runs again, so
+//! the end of a body checks the lease's validity itself
+//! ([`declare_if_lapsed`]) and, under either `on_lost`, declares the loss
+//! there if the watchdog has not yet.
 //! Without the attribute, the holder races `guard.lost()` against its work.
 
 use std::future::Future;
@@ -49,6 +52,9 @@ pub(crate) enum Cause {
     Unconfirmed,
     /// A fixed lease reached the end of its validity.
     LeaseEnded,
+    /// The body ended after the lease's validity, before the watchdog's
+    /// timer ran: the process was paused or starved past its lease.
+    Lapsed,
 }
 
 impl Cause {
@@ -57,6 +63,7 @@ impl Cause {
             Cause::Refused => "the server no longer holds it for us",
             Cause::Unconfirmed => "its lease ran out before a renewal was confirmed",
             Cause::LeaseEnded => "its fixed lease ended",
+            Cause::Lapsed => "the process ran past its lease (paused or starved)",
         }
     }
 }
@@ -70,6 +77,17 @@ pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
             reason = cause.describe(),
             "lock lost"
         );
+    }
+}
+
+/// Declares `lease` lost if its validity ran out while it is still held:
+/// the process was paused past it (GC, swap, SIGSTOP) and is running again
+/// before the watchdog's own timer. Called when a body ends, so that a
+/// holder that finished late is told (`lost()` completes, the loss is
+/// counted and logged) before its call returns, whatever its `on_lost`.
+pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) {
+    if lease.state() == LeaseState::Held && !lease.is_held() {
+        declare(lease, Cause::Lapsed, counters);
     }
 }
 

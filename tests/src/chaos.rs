@@ -157,7 +157,7 @@ impl Fleet {
         within: Duration,
         wanted: impl Fn(&Open) -> bool,
         or_any: bool,
-    ) -> Option<usize> {
+    ) -> Option<(usize, Option<Open>)> {
         let deadline = Instant::now() + within;
         let mut any = None;
         loop {
@@ -165,11 +165,12 @@ impl Fleet {
                 if member.killed {
                     continue;
                 }
-                if let Some(open) = open_section(&member.history) {
-                    if wanted(&open) {
-                        return Some(index);
-                    }
-                    any.get_or_insert(index);
+                let mut open = open_sections(&member.history);
+                if let Some(at) = open.iter().position(&wanted) {
+                    return Some((index, Some(open.swap_remove(at))));
+                }
+                if !open.is_empty() {
+                    any.get_or_insert((index, None));
                 }
             }
             if Instant::now() >= deadline {
@@ -181,14 +182,16 @@ impl Fleet {
 
     /// kill -9 a holder, as a crash would, and start a replacement.
     pub fn kill_holder(&mut self) -> bool {
-        let Some(index) =
+        let Some((index, _)) =
             self.find_holder(Duration::from_secs(2), |open| open.mode == "cancel", true)
         else {
             return false;
         };
         let member = &mut self.members[index];
-        let t = monotonic_ns();
         member.process.kill9();
+        // Read once the process is reaped: a write it logged between a
+        // reading taken before the signal and its landing is no tear.
+        let t = monotonic_ns();
         member.killed = true;
         self.faults.push(Fault::Kill {
             worker: member.id.clone(),
@@ -205,19 +208,31 @@ impl Fleet {
     /// the thaw, its second write is then certainly late, and the fence
     /// must refuse it.
     pub fn freeze_holder(&mut self, pause: Duration) -> bool {
-        let between_writes = |open: &Open| open.mode == "continue" && open.writes == 1;
+        let between_writes = |open: &Open| open.mode == "continue" && open.in_long_hold();
         // Such a holder comes along every few seconds: wait for one, so
-        // that every run has late writes for the fence to refuse.
-        let Some(index) = self.find_holder(Duration::from_secs(10), between_writes, false) else {
+        // that every run has late writes for the fence to refuse. Only
+        // while the others still run long enough after the pause to take
+        // the lock and write (else the late write is not late).
+        let room = pause + TTL * 3;
+        let within = self
+            .left()
+            .saturating_sub(room)
+            .min(Duration::from_secs(10));
+        if within.is_zero() {
+            return false;
+        }
+        let Some((index, victim)) = self.find_holder(within, between_writes, false) else {
             return false;
         };
         let member = &self.members[index];
-        let victim = open_section(&member.history);
         let start = monotonic_ns();
         member.process.pause();
         std::thread::sleep(pause);
         if let Some(victim) = victim {
-            self.wait_for_a_newer_write(&victim.key, victim.fence, Duration::from_secs(10));
+            // As long as the run lasts: a starved machine (half a core for
+            // every process) can take more than 10 s to hand the lock over.
+            let within = self.left().max(Duration::from_secs(10));
+            self.wait_for_a_newer_write(&victim.key, victim.fence, within);
         }
         member.process.resume();
         self.faults.push(Fault::Freeze {
@@ -250,8 +265,19 @@ impl Fleet {
 
     /// Cuts a holder's network path to the locks for `pause`: nothing is
     /// forwarded either way (held back, as TCP would), no connection closes.
+    ///
+    /// The victim is a holder inside a long hold (see `Open::in_long_hold`):
+    /// a short section ends within a few ms, often before the cut that was
+    /// aimed at it lands, and a cut that hits no holder proves nothing.
     pub fn cut_holder(&mut self, pause: Duration) -> bool {
-        let Some(index) = self.find_holder(Duration::from_secs(2), |_| true, true) else {
+        let within = self
+            .left()
+            .saturating_sub(pause + TTL * 3)
+            .min(Duration::from_secs(10));
+        if within.is_zero() {
+            return false;
+        }
+        let Some((index, _)) = self.find_holder(within, Open::in_long_hold, false) else {
             return false;
         };
         let member = &self.members[index];
@@ -346,20 +372,40 @@ impl Fleet {
     }
 }
 
-/// The section `history` has open (begun, not ended), if any.
+/// A section `history` has open (begun, not ended).
 struct Open {
     mode: String,
     writes: usize,
+    /// When its last write was announced (monotonic ns), if it wrote.
+    last_write: Option<u64>,
     key: String,
     fence: u64,
 }
 
-/// The section `history` has open, if any.
-fn open_section(history: &Path) -> Option<Open> {
-    let text = std::fs::read_to_string(history).ok()?;
+impl Open {
+    /// Whether this section is certainly in the long hold between its two
+    /// writes (one section in eight waits 1.5 leases there), with most of
+    /// that hold still to come: a short section writes twice within a few
+    /// ms, too close for a signal or a cut sent after reading its history
+    /// to land between them. A first write older than the longest machine
+    /// stall (which can hold a short section between its writes) with no
+    /// second one marks a long section.
+    fn in_long_hold(&self) -> bool {
+        let older_than = crate::fixtures::LONGEST_STALL + Duration::from_millis(200);
+        let older_than = u64::try_from(older_than.as_nanos()).unwrap_or(u64::MAX);
+        let settled = monotonic_ns().saturating_sub(older_than);
+        self.writes == 1 && self.last_write.is_some_and(|t| t <= settled)
+    }
+}
+
+/// The sections `history` has open, oldest grant first.
+fn open_sections(history: &Path) -> Vec<Open> {
+    let Ok(text) = std::fs::read_to_string(history) else {
+        return Vec::new();
+    };
     let mut invoked: HashMap<String, (String, String)> = HashMap::new();
     let mut fences: HashMap<String, u64> = HashMap::new();
-    let mut writes: HashMap<String, usize> = HashMap::new();
+    let mut writes: HashMap<String, (usize, u64)> = HashMap::new();
     let mut open: Vec<String> = Vec::new();
     for event in text.lines().filter_map(Event::parse) {
         match event {
@@ -370,19 +416,27 @@ fn open_section(history: &Path) -> Option<Open> {
                 fences.insert(sid.clone(), fence);
                 open.push(sid);
             }
-            Event::Write { sid, .. } => *writes.entry(sid).or_default() += 1,
+            Event::Write { sid, t, .. } => {
+                let entry = writes.entry(sid).or_default();
+                *entry = (entry.0 + 1, t);
+            }
             Event::End { sid, .. } => open.retain(|s| *s != sid),
             _ => {}
         }
     }
-    let sid = open.last()?;
-    let (mode, key) = invoked.get(sid).cloned().unwrap_or_default();
-    Some(Open {
-        mode,
-        writes: writes.get(sid).copied().unwrap_or(0),
-        key,
-        fence: fences.get(sid).copied().unwrap_or(0),
-    })
+    open.into_iter()
+        .map(|sid| {
+            let (mode, key) = invoked.get(&sid).cloned().unwrap_or_default();
+            let written = writes.get(&sid).copied();
+            Open {
+                mode,
+                writes: written.map_or(0, |(n, _)| n),
+                last_write: written.map(|(_, t)| t),
+                key,
+                fence: fences.get(&sid).copied().unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 /// The store's log of every resource, in server order.

@@ -62,6 +62,16 @@ impl RedisCluster {
     /// If a server does not start, `redis-cli` fails, or the cluster does
     /// not settle within 20 s.
     pub fn start() -> Self {
+        Self::start_with(Vec::new)
+    }
+
+    /// Like [`RedisCluster::start`], each node with the arguments
+    /// `node_args` makes for it (a TLS port of its own, say).
+    ///
+    /// # Panics
+    ///
+    /// Same as [`RedisCluster::start`].
+    pub fn start_with(mut node_args: impl FnMut() -> Vec<String>) -> Self {
         let args = [
             "--cluster-enabled",
             "yes",
@@ -71,7 +81,17 @@ impl RedisCluster {
             "--cluster-node-timeout",
             "2000",
         ];
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(&args)).collect();
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                let extra = node_args();
+                let all: Vec<&str> = args
+                    .iter()
+                    .copied()
+                    .chain(extra.iter().map(String::as_str))
+                    .collect();
+                RedisServer::start_with(&all)
+            })
+            .collect();
         let mut create = Command::new("redis-cli");
         create.args(["--cluster", "create"]);
         for node in &nodes {

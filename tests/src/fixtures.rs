@@ -74,6 +74,23 @@ pub fn redlock_url(masters: &[RedisServer]) -> String {
     multi_host_url("redlock", masters, "")
 }
 
+/// `count` new Redlock masters that count as up for longer than any
+/// restart quarantine, as the masters of a deployment that has been
+/// running are: their grants count at once, so a test may take some of
+/// them down. A restart without persistence loses the mark, as it loses
+/// the real uptime, and puts that master in quarantine again.
+pub fn settled_masters(count: usize) -> Vec<RedisServer> {
+    let masters: Vec<RedisServer> = (0..count).map(|_| RedisServer::start()).collect();
+    masters.iter().for_each(settle);
+    masters
+}
+
+/// Marks a Redlock master as past its restart quarantine, for a test about
+/// something else than restarts (reconnecting to a master that came back).
+pub fn settle(master: &RedisServer) {
+    master.cmd(&["SET", "lock:up-for", &u64::MAX.to_string()]);
+}
+
 /// The Redis key of lock `name` under the default prefix.
 pub fn lock_key(name: &str) -> String {
     format!("lock:{{{name}}}")
@@ -110,16 +127,39 @@ pub fn key_count(server: &RedisServer) -> i64 {
 
 /// One field of `INFO <section>` on `server` (e.g. `evicted_keys`).
 pub fn info_field(server: &RedisServer, section: &str, field: &str) -> String {
-    let info = match server.cmd(&["INFO", section]) {
-        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
-        redis::Value::VerbatimString { text, .. } => text,
-        other => panic!("INFO {section}: {other:?}"),
-    };
+    let info = info(server, section);
     let prefix = format!("{field}:");
     info.lines()
         .find_map(|line| line.strip_prefix(prefix.as_str()))
         .map(|value| value.trim().to_owned())
         .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
+}
+
+/// `INFO <section>` on `server`, whole.
+pub fn info(server: &RedisServer, section: &str) -> String {
+    match server.cmd(&["INFO", section]) {
+        redis::Value::BulkString(text) => String::from_utf8_lossy(&text).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO {section}: {other:?}"),
+    }
+}
+
+/// A master and one replica of it, in sync as both see it: the replica's
+/// link is up *and* the master lists it online (it counts the replica's
+/// acknowledgements for `WAIT` only from then on). Diskless sync without
+/// its default 5 s grace, so the replica is in sync at once.
+pub fn master_and_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(&replica, "replication", "master_link_status") != "up"
+        || !info(&master, "replication").contains("state=online")
+    {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (master, replica)
 }
 
 /// Subscribers of `channel` on `server` (`PUBSUB NUMSUB`).
@@ -221,4 +261,37 @@ pub fn alone(name: &str) -> bool {
         String::from_utf8_lossy(&output.stderr)
     );
     false
+}
+
+/// A lock's life on `holder`: acquired, renewed for two leases while
+/// `waiter` waits, released, and the waiter woken by the release message
+/// (not a timer) with a higher fence.
+pub async fn hold_renew_and_hand_over(holder: &Locker, waiter: Locker, name: &str) {
+    let guard = holder
+        .lock(name)
+        .ttl(STALL_PROOF_TTL)
+        .acquire()
+        .await
+        .unwrap();
+    let name_owned = name.to_owned();
+    let waiting = tokio::spawn(async move {
+        let taken = waiter
+            .lock(name_owned)
+            .ttl(STALL_PROOF_TTL)
+            .wait(Duration::from_secs(60))
+            .acquire()
+            .await
+            .unwrap();
+        let fence = taken.fence();
+        taken.release().await.unwrap();
+        (fence, waiter.stats())
+    });
+    tokio::time::sleep(STALL_PROOF_TTL * 2).await;
+    assert!(guard.is_held());
+    assert!(holder.stats().renewed >= 2, "{:?}", holder.stats());
+    let fence = guard.fence();
+    assert!(guard.release().await.unwrap());
+    let (next, stats) = waiting.await.unwrap();
+    assert!(next > fence);
+    assert!(stats.release_wakeups >= 1, "{stats:?}");
 }

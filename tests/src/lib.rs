@@ -20,6 +20,7 @@
 //! - [`RedisCluster`]: three servers joined into a Redis Cluster, with
 //!   online slot migration.
 //! - [`sentinel`]: a master, a replica and three sentinels ([`SentinelSetup`]).
+//! - [`tls`]: a private CA made at run time, and servers that speak TLS.
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
@@ -32,6 +33,7 @@ pub mod history;
 pub mod net;
 pub mod redis_server;
 pub mod sentinel;
+pub mod tls;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
 #[allow(unsafe_code)]
 mod sys;

@@ -494,7 +494,8 @@ impl Drop for RedisServer {
 /// Finds a port that is free right now by letting the kernel pick one. It
 /// is released at once, so it can be taken before the server binds it;
 /// `start_with` retries in that case.
-fn free_port() -> u16 {
+/// A port nothing listens on right now (the OS's pick), for a server to take.
+pub(crate) fn free_port() -> u16 {
     let listener =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0 to find a free port");
     listener

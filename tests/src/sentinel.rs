@@ -31,6 +31,11 @@ pub struct SentinelSetup {
     /// The server that was the replica at start-up.
     pub replica: RedisServer,
     sentinels: Vec<RedisServer>,
+    /// The master's port as the sentinels know it: its TLS port in a TLS
+    /// setup, whose failover helpers are not supported.
+    named_port: u16,
+    /// The sentinels' TLS ports, in a TLS setup.
+    sentinel_tls_ports: Vec<u16>,
 }
 
 impl SentinelSetup {
@@ -43,24 +48,74 @@ impl SentinelSetup {
     /// If a process does not start, or the deployment does not settle
     /// within 20 s.
     pub fn start() -> Self {
-        let master = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+        Self::start_inner(|| (Vec::new(), None))
+    }
+
+    /// Like [`SentinelSetup::start`], with every process also on a TLS
+    /// port of its own serving `pki`'s `server` certificate, replication
+    /// and the sentinels' links over TLS; [`SentinelSetup::tls_url`] names
+    /// the sentinels' TLS ports. The failover helpers do not apply.
+    pub fn start_tls(pki: &crate::tls::TestPki) -> Self {
+        Self::start_inner(|| {
+            let port = crate::redis_server::free_port();
+            let args = crate::tls::tls_args(pki, port, "server", crate::tls::ClientAuth::None);
+            (args, Some(port))
+        })
+    }
+
+    /// `rediss+sentinel://` naming the sentinels' TLS ports.
+    pub fn tls_url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinel_tls_ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("rediss+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// Starts the processes, each with the arguments `extra` makes and, when
+    /// it gives one, known to the others by that TLS port.
+    fn start_inner(mut extra: impl FnMut() -> (Vec<String>, Option<u16>)) -> Self {
+        let start = |args: Vec<String>, more: &[&str]| {
+            let all: Vec<&str> = more
+                .iter()
+                .copied()
+                .chain(args.iter().map(String::as_str))
+                .collect();
+            RedisServer::start_with(&all)
+        };
+        let (master_args, master_tls) = extra();
+        let master = start(master_args, &[]);
+        let named_port = master_tls.unwrap_or(master.port());
+        let (replica_args, _) = extra();
+        let replica = start(
+            replica_args,
+            &["--replicaof", "127.0.0.1", &named_port.to_string()],
+        );
         let config = format!(
             "sentinel resolve-hostnames no\n\
-             sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+             sentinel monitor {MASTER_NAME} 127.0.0.1 {named_port} 2\n\
              sentinel down-after-milliseconds {MASTER_NAME} {}\n\
              sentinel failover-timeout {MASTER_NAME} 5000\n",
-            master.port(),
             DOWN_AFTER.as_millis()
         );
+        let mut sentinel_tls_ports = Vec::new();
         let sentinels = (0..3)
-            .map(|_| RedisServer::start_with_config(&config, &["--sentinel"]))
+            .map(|_| {
+                let (args, tls_port) = extra();
+                sentinel_tls_ports.extend(tls_port);
+                let all: Vec<&str> = std::iter::once("--sentinel")
+                    .chain(args.iter().map(String::as_str))
+                    .collect();
+                RedisServer::start_with_config(&config, &all)
+            })
             .collect();
         let setup = Self {
             master,
             replica,
             sentinels,
+            named_port,
+            sentinel_tls_ports,
         };
         setup.wait_until(
             "the replica is in sync and the sentinels know everyone",
@@ -252,7 +307,7 @@ impl SentinelSetup {
                 master.is_ok_and(|m| {
                     field(&m, "flags") == "master"
                         && field(&m, "num-other-sentinels") == "2"
-                        && field(&m, "port") == self.master.port().to_string()
+                        && field(&m, "port") == self.named_port.to_string()
                 }) && replicas.is_ok_and(|r| {
                     r.len() == 1
                         && field(&r[0], "flags") == "slave"

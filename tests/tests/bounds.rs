@@ -71,19 +71,22 @@ async fn one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_replicas_on_a_frozen_master() {
-    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+    let (master, replica) = lock_tests::fixtures::master_and_replica();
     let replicas = Duration::from_millis(400);
     let locker = Locker::connect(config(&master.url()).wait_for_replicas(1, replicas))
         .await
         .unwrap();
-    // The blocking connection is opened, the replica acknowledges.
-    lock_tests::fixtures::eventually("the replica in sync", Duration::from_secs(20), || {
-        lock_tests::fixtures::info_field(&replica, "replication", "master_link_status") == "up"
-    })
-    .await;
-    drop(locker.lock("warm").acquire().await.unwrap());
+    // The blocking connection is opened and the replica acknowledges a
+    // lock. A stall can make one acknowledgement miss its 400 ms (the lock
+    // is then given back): warm up until one is confirmed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match locker.lock("warm").acquire().await {
+            Ok(guard) => break drop(guard),
+            Err(LockError::NotReplicated { .. }) if Instant::now() < deadline => {}
+            Err(err) => panic!("warm-up: {err:?}"),
+        }
+    }
     tokio::task::block_in_place(|| master.pause());
     let request = locker.lock("frozen").wait(WAIT).acquire();
     let err = within_bound("WAIT, frozen master", acquire_bound(replicas), request).await;
@@ -151,7 +154,7 @@ async fn cluster_with_the_node_of_the_key_frozen() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_majority_frozen() {
-    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let masters = lock_tests::fixtures::settled_masters(3);
     let url = lock_tests::fixtures::redlock_url(&masters);
     let locker = Locker::connect(config(&url)).await.unwrap();
     drop(locker.lock("warm").acquire().await.unwrap());

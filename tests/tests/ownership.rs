@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::RedisServer;
-use lock_tests::fixtures::{STALL_ROOM, command_calls};
+use lock_tests::fixtures::{STALL_ROOM, command_calls, key_count};
 
 /// A test locker, with timeouts a machine that stalls can meet.
 async fn locker(server: &RedisServer) -> Locker {
@@ -201,6 +201,21 @@ async fn bad_requests_are_config_errors() {
         .await
         .unwrap_err();
     assert!(matches!(endless, LockError::Config(_)), "{endless:?}");
+    // A name rendered from hostile request data: 1 MiB.
+    let huge = locker
+        .lock("x".repeat(1 << 20))
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(matches!(huge, LockError::Config(_)), "{huge:?}");
+    assert_eq!(key_count(&server), 0);
+    // Every other name locks exactly its own key.
+    let mut held = Vec::new();
+    for name in ["{", "}", "{}", "a b", "line\nbreak", "*?[]", "%7D", "\u{0}"] {
+        let guard = locker.lock(name).try_acquire().await.unwrap();
+        held.push(guard.unwrap_or_else(|| panic!("{name:?} was busy")));
+    }
+    assert_eq!(key_count(&server), 8, "eight names, eight keys");
 }
 
 /// A lease too short to leave any time after the drift allowance and the

@@ -24,7 +24,7 @@ const SHORT_CONNECT: Duration = Duration::from_millis(500);
 const SETTLE: Duration = Duration::from_secs(10);
 
 fn start_masters(count: usize) -> Vec<RedisServer> {
-    (0..count).map(|_| RedisServer::start()).collect()
+    lock_tests::fixtures::settled_masters(count)
 }
 
 fn redlock_url(ports: impl IntoIterator<Item = u16>) -> String {
@@ -362,6 +362,81 @@ async fn split_votes_are_decided_by_the_majority() {
     println!("took {:?}", started.elapsed());
 }
 
+/// The previous owner holds two masters of three (the third was down when
+/// it acquired), and one of its two restarts empty. That one and the third
+/// would make a second majority while the lease still runs on the first:
+/// the restarted master's grant must not count until its quarantine ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_restarted_empty_cannot_hand_a_held_lock_to_a_second_owner() {
+    let mut masters = start_masters(3);
+    let url = url_of(&masters);
+    // Outlives the restarts below, however the machine stalls.
+    let ttl = Duration::from_secs(20);
+    let config = || config(&url).default_ttl(ttl).restart_quarantine(ttl);
+    let holder = Locker::connect(config()).await.unwrap();
+    tokio::task::block_in_place(|| masters[2].kill());
+    let held = holder
+        .lock("ledger")
+        .ttl(ttl)
+        .watchdog(false)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| {
+        masters[2].start_again();
+        masters[1].restart();
+    });
+    let key = lock_tests::fixtures::lock_key("ledger");
+    assert!(!exists(&masters[1], &key) && !exists(&masters[2], &key));
+
+    let rival = Locker::connect(config()).await.unwrap();
+    let taken = rival.lock("ledger").ttl(ttl).try_acquire().await.unwrap();
+    // The lease still ran on master 0 after the try: the try overlapped it.
+    assert!(lock_tests::fixtures::pttl(&masters[0], &key) > 0);
+    assert!(
+        taken.is_none(),
+        "a second owner (fence {}) while the first ({}) holds",
+        taken.as_ref().map_or(0, |guard| guard.fence()),
+        held.fence()
+    );
+    assert!(!exists(&masters[1], &key) && !exists(&masters[2], &key));
+
+    // Once nobody holds it, every master grants: no quarantine can matter
+    // then, and the lock is taken at once.
+    held.release().await.unwrap();
+    eventually("the release", || !exists(&masters[0], &key)).await;
+    let guard = rival.lock("ledger").ttl(ttl).try_acquire().await.unwrap();
+    assert!(guard.is_some(), "every master granted a free lock");
+}
+
+/// New masters are in quarantine, yet every master granting lets them lock
+/// at once; each reads its uptime once, not once per acquisition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_masters_lock_at_once_and_read_their_uptime_once() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let locker = locker(&url_of(&masters)).await;
+    let info_calls = || -> Vec<u64> {
+        masters
+            .iter()
+            .map(|master| lock_tests::fixtures::command_calls(master, "info"))
+            .collect()
+    };
+    let before = info_calls();
+    let mut held = Vec::new();
+    for n in 0..20 {
+        let guard = locker
+            .lock(format!("young:{n}"))
+            .try_acquire()
+            .await
+            .unwrap();
+        held.push(guard.expect("every master granted a free lock"));
+    }
+    for (after, before) in info_calls().into_iter().zip(before) {
+        // One from the first acquisition, one from the reading before.
+        assert!(after - before <= 2, "INFO ran {} times", after - before);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_up_needs_a_majority_of_masters() {
     let started = Instant::now();
@@ -382,6 +457,9 @@ async fn start_up_needs_a_majority_of_masters() {
     // returning ones in the background to keep a majority.
     masters[1].start_again();
     masters[4].start_again();
+    // Back empty, they are in quarantine; this test is about reaching them.
+    lock_tests::fixtures::settle(&masters[1]);
+    lock_tests::fixtures::settle(&masters[4]);
     masters[0].kill();
     masters[2].kill();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -6,22 +6,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::RedisServer;
 use lock_tests::exclusion::{Load, hammer};
-use lock_tests::fixtures::{STALL_ROOM, eventually, exists, info_field};
-
-/// A master and one replica, in sync.
-fn master_and_replica() -> (RedisServer, RedisServer) {
-    // Diskless sync without its default 5 s grace, so the replica is in
-    // sync at once.
-    let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = master.port().to_string();
-    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&replica, "replication", "master_link_status") != "up" {
-        assert!(Instant::now() < deadline, "the replica never synced");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (master, replica)
-}
+use lock_tests::fixtures::{STALL_ROOM, eventually, exists, master_and_replica};
 
 async fn connect(url: &str, configure: impl FnOnce(LockConfig) -> LockConfig) -> Locker {
     let config = configure(LockConfig::from_url(url).unwrap());

@@ -26,6 +26,7 @@ pub(crate) mod sentinel;
 mod feed;
 pub(crate) mod flights;
 mod pool;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -43,7 +43,7 @@ impl SingleBackend {
         config: &LockConfig,
     ) -> Result<Self, LockError> {
         let what = format!("connecting to Redis at {}", server.addr());
-        let client = redis::Client::open(server)?;
+        let client = super::tls::client(server, &config.tls)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(config.response_timeout))

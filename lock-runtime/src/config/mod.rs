@@ -5,6 +5,7 @@ use std::time::Duration;
 
 mod replicas;
 pub(crate) mod rules;
+pub(crate) mod tls;
 mod topology;
 
 pub(crate) use replicas::ReplicaAck;
@@ -26,7 +27,7 @@ use crate::error::LockError;
 /// | `redis+redlock://host:port,host:port,host:port` | a majority of independent masters |
 /// Nothing is checked against the server until
 /// [`Locker::connect`](crate::Locker::connect); [`LockConfig::validate`] runs
-/// there and reports every bad value as [`LockError::Config`].
+/// there and reports the first bad value as [`LockError::Config`].
 ///
 /// ```
 /// use lock_runtime::LockConfig;
@@ -51,6 +52,8 @@ pub struct LockConfig {
     pub(crate) backoff_min: Duration,
     pub(crate) backoff_max: Duration,
     pub(crate) replicas: Option<ReplicaAck>,
+    pub(crate) restart_quarantine: Option<Duration>,
+    pub(crate) tls: tls::TlsSettings,
 }
 
 impl LockConfig {
@@ -67,8 +70,10 @@ impl LockConfig {
 
     /// A configuration for the deployment at `url`: one server
     /// (`redis://[user:password@]host[:port][/db]`), or one of the multi-host
-    /// forms in the table above (`rediss` instead of `redis` selects TLS when
-    /// the redis crate is built with TLS).
+    /// forms in the table above. `rediss` instead of `redis` selects TLS
+    /// (the `tls` feature; without it, such a URL is a [`LockError::Config`]
+    /// naming the feature), and `#insecure` at the end skips verifying the
+    /// server's certificate.
     ///
     /// Fails with [`LockError::Config`] when the URL is empty or cannot be parsed.
     ///
@@ -165,6 +170,8 @@ impl LockConfig {
             backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_millis(500),
             replicas: None,
+            restart_quarantine: None,
+            tls: tls::TlsSettings::default(),
         }
     }
 
@@ -172,11 +179,20 @@ impl LockConfig {
     /// form [`LockConfig::from_url`] accepts (so the deployment can change
     /// without a rebuild).
     ///
+    /// With the `tls` feature, it also reads the PEM files that
+    /// `REDIS_TLS_CA_FILE` (a private CA, see [`LockConfig::tls_root_ca`]),
+    /// `REDIS_TLS_CERT_FILE` and `REDIS_TLS_KEY_FILE` (a client certificate,
+    /// see [`LockConfig::tls_client_cert`]) name, when set.
+    ///
     /// Fails with [`LockError::Config`] when the variable is unset, not
-    /// Unicode, or not a valid Redis URL.
+    /// Unicode, or not a valid Redis URL, or a named file cannot be read.
     pub fn from_env() -> Result<Self, LockError> {
         match std::env::var("REDIS_URL") {
-            Ok(url) => Self::from_url(&url),
+            Ok(url) => {
+                let mut config = Self::from_url(&url)?;
+                config.tls = tls::TlsSettings::from_env()?;
+                Ok(config)
+            }
             Err(std::env::VarError::NotPresent) => Err(LockError::config(
                 "REDIS_URL is not set; set it to e.g. `redis://127.0.0.1:6379/` or use `LockConfig::from_url`",
             )),
@@ -251,6 +267,56 @@ impl LockConfig {
         self
     }
 
+    /// Redlock: for how long after a master's start (`uptime_in_seconds`)
+    /// its grants count only when every master granted. Default: the
+    /// default ttl. A master restarted without persistence forgets the
+    /// locks it held; were its grants to count at once, it could form a
+    /// second majority with masters the first owner never held, while that
+    /// owner's lease still runs on the others (the "delayed restart" of the
+    /// Redlock analysis). Every Redlock lease must be at most this long: a
+    /// longer default ttl is a [`LockError::Config`] at `connect`, a longer
+    /// ttl of a lock one at `acquire`. Other topologies ignore it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = lock_runtime::LockConfig::from_url("redis+redlock://a:6379,b:6379,c:6379")?
+    ///     .restart_quarantine(Duration::from_secs(60));
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn restart_quarantine(mut self, quarantine: Duration) -> Self {
+        self.restart_quarantine = Some(quarantine);
+        self
+    }
+
+    /// TLS: trust the CA certificates in `pem` (PEM) instead of the
+    /// built-in roots, for servers whose certificates a private CA signed.
+    /// Applies to every server of the deployment reached with `rediss`.
+    /// Needs the `tls` feature ([`LockError::Config`] at `connect` without
+    /// it). `from_env` reads it from the file `REDIS_TLS_CA_FILE` names.
+    ///
+    /// ```no_run
+    /// let config = lock_runtime::LockConfig::from_url("rediss://redis.internal:6380/")?
+    ///     .tls_root_ca(std::fs::read("/etc/redis/ca.pem").unwrap());
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn tls_root_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_ca = Some(pem.into());
+        self
+    }
+
+    /// TLS: present this client certificate chain and private key (both
+    /// PEM), for servers that require one (`tls-auth-clients yes`). Needs the
+    /// `tls` feature. `from_env` reads them from the files
+    /// `REDIS_TLS_CERT_FILE` and `REDIS_TLS_KEY_FILE` name.
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     /// The key prefix in force.
     pub fn get_key_prefix(&self) -> &str {
         &self.key_prefix
@@ -272,7 +338,7 @@ impl LockConfig {
         self.pool_size
     }
 
-    /// Checks every value and says what to fix. [`Locker::connect`](crate::Locker::connect)
+    /// Checks every value and says what to fix in the first bad one. [`Locker::connect`](crate::Locker::connect)
     /// calls it, so calling it yourself is only needed to fail earlier.
     ///
     /// ```
@@ -285,6 +351,9 @@ impl LockConfig {
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
         rules::check_ttl(self.default_ttl, "default_ttl")?;
+        if self.tls.is_set() && !cfg!(feature = "tls") {
+            return Err(tls::tls_unsupported("a TLS certificate setting"));
+        }
         rules::check_prefix(&self.key_prefix)?;
         if self.pool_size == 0 {
             return Err(LockError::config(
@@ -306,6 +375,9 @@ impl LockConfig {
         }
         if let Some(ack) = self.replicas {
             self.topology.check_replicas(ack)?;
+        }
+        if let Topology::Redlock { .. } = &self.topology {
+            rules::check_quarantine(self.default_ttl, self.quarantine(), "the default ttl")?;
         }
         if let Topology::Redlock { masters } = &self.topology
             && masters.len() < 3
@@ -338,6 +410,11 @@ impl LockConfig {
 }
 
 impl LockConfig {
+    /// Redlock's restart quarantine in force.
+    pub(crate) fn quarantine(&self) -> Duration {
+        self.restart_quarantine.unwrap_or(self.default_ttl)
+    }
+
     /// The bound of one call: reconnecting, then waiting for the answer.
     pub(crate) fn call_bound(&self) -> Duration {
         self.connect_timeout + self.response_timeout
@@ -357,6 +434,8 @@ impl fmt::Debug for LockConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("replicas", &self.replicas)
+            .field("restart_quarantine", &self.quarantine())
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -371,6 +450,7 @@ where
     urls.into_iter()
         .map(|url| {
             let url = url.as_ref().trim();
+            tls::check_scheme(url)?;
             url.into_connection_info().map_err(|err| {
                 LockError::config(format!(
                     "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",
@@ -430,6 +510,9 @@ mod tests {
             base().wait_for_replicas(0, Duration::from_secs(1)),
             base().wait_for_replicas(1, Duration::ZERO),
             LockConfig::redlock(["redis://a", "redis://b"]).unwrap(),
+            LockConfig::redlock(["redis://a", "redis://b", "redis://c"])
+                .unwrap()
+                .restart_quarantine(Duration::from_secs(5)),
             LockConfig::cluster(Vec::<String>::new()).unwrap(),
             LockConfig::cluster(["redis://a"])
                 .unwrap()

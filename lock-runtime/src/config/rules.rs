@@ -35,13 +35,45 @@ pub(crate) fn check_ttl(ttl: Duration, what: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-/// Checks a lock name. Any non-empty text is a valid name: braces, spaces,
-/// newlines and glob characters are escaped or harmless in a key.
+/// Redlock: a lease longer than the restart quarantine would outlive it,
+/// and a restarted master could then grant the lock again while this
+/// lease still runs on the other masters.
+pub(crate) fn check_quarantine(
+    ttl: Duration,
+    quarantine: Duration,
+    what: &str,
+) -> Result<(), LockError> {
+    if ttl > quarantine {
+        return Err(LockError::config(format!(
+            "{what} is {ttl:?}, longer than Redlock's restart_quarantine ({quarantine:?}); \
+             a master restarted without persistence could grant it again while it is held: \
+             raise `LockConfig::restart_quarantine` to at least the longest ttl"
+        )));
+    }
+    Ok(())
+}
+
+/// The longest lock name, in bytes. Names are often rendered from request
+/// data; one this long is a mistake or an attack, and every acquire,
+/// renewal and release would carry it (twice: the key and its channel).
+pub(crate) const MAX_LOCK_NAME_BYTES: usize = 4096;
+
+/// Checks a lock name. Any non-empty text up to [`MAX_LOCK_NAME_BYTES`] is
+/// a valid name: braces, spaces, newlines and glob characters are escaped
+/// or harmless in a key.
 pub(crate) fn check_lock_name(name: &str) -> Result<(), LockError> {
     if name.is_empty() {
         return Err(LockError::config(
             "the lock key is empty; name the resource it guards, e.g. `stock:42`",
         ));
+    }
+    if name.len() > MAX_LOCK_NAME_BYTES {
+        let start: String = name.chars().take(40).collect();
+        return Err(LockError::config(format!(
+            "the lock key `{start}...` is {} bytes long, over the limit of {MAX_LOCK_NAME_BYTES}; \
+             lock on a short identifier of the resource (an id, or a hash of the long name)",
+            name.len()
+        )));
     }
     Ok(())
 }
@@ -70,6 +102,29 @@ pub(crate) fn replicas_unsupported(kind: &str) -> LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_name_is_at_most_four_kibibytes() {
+        assert!(check_lock_name(&"x".repeat(MAX_LOCK_NAME_BYTES)).is_ok());
+        let huge = "order:".repeat(1 << 20);
+        let text = check_lock_name(&huge).unwrap_err().to_string();
+        assert!(
+            text.contains("over the limit of 4096") && text.len() < 400,
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_redlock_lease_may_not_outlive_the_restart_quarantine() {
+        let quarantine = Duration::from_secs(10);
+        assert!(check_quarantine(quarantine, quarantine, "ttl").is_ok());
+        let err = check_quarantine(Duration::from_secs(11), quarantine, "the ttl of lock `a`");
+        let text = err.unwrap_err().to_string();
+        assert!(
+            text.contains("lock `a`") && text.contains("restart_quarantine"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn ttls_are_judged_as_sent() {

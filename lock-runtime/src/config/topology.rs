@@ -47,6 +47,7 @@ impl Topology {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(bad_url(url, "it has no `scheme://`"));
         };
+        super::tls::check_scheme(url)?;
         let (base, kind) = match scheme.split_once('+') {
             Some((base, kind)) => (base, Some(kind)),
             None => (scheme, None),
@@ -82,7 +83,7 @@ impl Topology {
                 let sentinels = hosts
                     .hosts
                     .iter()
-                    .map(|host| node_info(url, &format!("{}://{host}/", hosts.base)))
+                    .map(|host| node_info(url, &hosts.node_url_without_auth(host)))
                     .collect::<Result<_, _>>()?;
                 Ok(Topology::Sentinel {
                     sentinels,
@@ -137,6 +138,8 @@ struct MultiHost<'a> {
     auth: Option<&'a str>,
     hosts: Vec<&'a str>,
     path: &'a str,
+    /// `#insecure` (or any fragment), given once for every node.
+    fragment: Option<&'a str>,
 }
 
 impl<'a> MultiHost<'a> {
@@ -147,6 +150,10 @@ impl<'a> MultiHost<'a> {
                 "the scheme must be `redis+...` or `rediss+...`",
             ));
         }
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((rest, fragment)) => (rest, Some(fragment)),
+            None => (rest, None),
+        };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let (auth, host_list) = match authority.rsplit_once('@') {
             Some((auth, hosts)) => (Some(auth), hosts),
@@ -161,14 +168,22 @@ impl<'a> MultiHost<'a> {
             auth,
             hosts,
             path,
+            fragment,
         })
     }
 
     fn node_url(&self, host: &str, db: &str) -> String {
+        let fragment = self.fragment.map(|f| format!("#{f}")).unwrap_or_default();
         match self.auth {
-            Some(auth) => format!("{}://{auth}@{host}/{db}", self.base),
-            None => format!("{}://{host}/{db}", self.base),
+            Some(auth) => format!("{}://{auth}@{host}/{db}{fragment}", self.base),
+            None => format!("{}://{host}/{db}{fragment}", self.base),
         }
+    }
+
+    /// A sentinel's URL: the master's credentials and database stay off it.
+    fn node_url_without_auth(&self, host: &str) -> String {
+        let fragment = self.fragment.map(|f| format!("#{f}")).unwrap_or_default();
+        format!("{}://{host}/{fragment}", self.base)
     }
 
     fn nodes(&self, url: &str, db: &str) -> Result<Vec<ConnectionInfo>, LockError> {

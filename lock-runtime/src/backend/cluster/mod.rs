@@ -64,8 +64,20 @@ impl ClusterBackend {
         config: &LockConfig,
     ) -> Result<Self, LockError> {
         let call_bound = config.call_bound();
+        let nodes = nodes
+            .iter()
+            .map(|node| super::tls::with_tls(node.clone(), &config.tls))
+            .collect::<Result<Vec<_>, _>>()?;
         let builder = || {
-            ClusterClientBuilder::new(nodes.to_vec())
+            let builder = ClusterClientBuilder::new(nodes.clone());
+            // Every node, discovered ones too, with the configured certificates.
+            #[cfg(feature = "tls")]
+            let builder = if config.tls.is_set() {
+                builder.certs(config.tls.certificates())
+            } else {
+                builder
+            };
+            builder
                 .connection_timeout(config.connect_timeout)
                 .response_timeout(config.response_timeout)
                 // Redirects and TRYAGAIN pauses share the call's bound.

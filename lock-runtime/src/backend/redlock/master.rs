@@ -48,7 +48,7 @@ impl Master {
         scripts: &'static [&'static LuaScript],
     ) -> Result<Self, LockError> {
         Ok(Self {
-            client: redis::Client::open(info.clone())?,
+            client: crate::backend::tls::client(info.clone(), &config.tls)?,
             info,
             config: config.clone(),
             scripts,

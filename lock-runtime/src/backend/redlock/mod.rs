@@ -35,6 +35,9 @@ pub(crate) struct RedlockBackend {
     call_bound: Duration,
     /// Where the release listener subscribes first.
     first_reached: usize,
+    /// For how long after its start a master's grants count only when
+    /// every master granted.
+    quarantine: Duration,
 }
 
 /// Masters a majority of `masters` needs: N/2 + 1.
@@ -84,7 +87,14 @@ impl RedlockBackend {
             next: Arc::new(AtomicUsize::new(0)),
             pool_size: config.pool_size,
             call_bound: config.call_bound(),
+            quarantine: config.quarantine(),
         })
+    }
+
+    /// The restart quarantine (see `LockConfig::restart_quarantine`);
+    /// every lease must be at most this long.
+    pub(crate) fn quarantine(&self) -> Duration {
+        self.quarantine
     }
 
     /// How many masters there are.

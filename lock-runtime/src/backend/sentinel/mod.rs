@@ -86,7 +86,17 @@ impl SentinelBackend {
         node: &redis::RedisConnectionInfo,
         config: &LockConfig,
     ) -> Result<Self, LockError> {
-        let mut resolver = Resolver::new(sentinels, master, node, config.connect_timeout);
+        let sentinels = sentinels
+            .iter()
+            .map(|sentinel| crate::backend::tls::with_tls(sentinel.clone(), &config.tls))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut resolver = Resolver::new(
+            &sentinels,
+            master,
+            node,
+            &config.tls,
+            config.connect_timeout,
+        );
         let address = resolver.master().await?;
         let backend = SingleBackend::connect(address.clone(), config).await?;
         tracing::debug!(master, address = %address.addr(), "sentinels named the master");
@@ -132,7 +142,7 @@ impl SentinelBackend {
                 };
                 let seen = shared.master().generation;
                 let master = shared.follow(seen, Instant::now()).await;
-                redis::Client::open(master.address.clone())
+                crate::backend::tls::client(master.address.clone(), &shared.config.tls)
             })
         }))
     }

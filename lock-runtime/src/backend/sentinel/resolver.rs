@@ -1,22 +1,30 @@
 //! [`Resolver`]: asks the sentinels which server is the master right now.
+//!
+//! The lookup is done here rather than by the `redis` crate's `Sentinel`,
+//! so that the master's `ROLE` check goes through the locker's own TLS
+//! settings (a private CA, a client certificate), as every other
+//! connection of the locker does.
 
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
-use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, TlsMode};
+use redis::aio::MultiplexedConnection;
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
+use crate::config::tls::TlsSettings;
 use crate::error::LockError;
 
 /// The sentinels of one master name, and when they were last asked.
 pub(super) struct Resolver {
     sentinels: Vec<ConnectionInfo>,
     master: String,
-    node: SentinelNodeConnectionInfo,
-    /// One client per sentinel, each keeping its connection between
-    /// lookups; dropped after a lookup that ran out of time, so that the
-    /// next one connects afresh.
-    clients: Vec<Option<Sentinel>>,
+    /// Credentials and database of the master (never of the sentinels).
+    node: RedisConnectionInfo,
+    tls: TlsSettings,
+    /// One connection per sentinel, kept between lookups; dropped after a
+    /// lookup that failed or ran out of time, so that the next one
+    /// connects afresh.
+    connections: Vec<Option<MultiplexedConnection>>,
     /// Longest one lookup may take.
     bound: Duration,
     last_asked: Option<Instant>,
@@ -29,28 +37,19 @@ impl Resolver {
         sentinels: &[ConnectionInfo],
         master: &str,
         node: &RedisConnectionInfo,
+        tls: &TlsSettings,
         bound: Duration,
     ) -> Self {
-        let mut node_info =
-            SentinelNodeConnectionInfo::default().set_redis_connection_info(node.clone());
-        // Sentinels reached over TLS name masters reached over TLS.
-        if let Some(ConnectionAddr::TcpTls { insecure, .. }) = sentinels.first().map(|s| s.addr()) {
-            node_info = node_info.set_tls_mode(if *insecure {
-                TlsMode::Insecure
-            } else {
-                TlsMode::Secure
-            });
-        }
         Self {
             sentinels: sentinels.to_vec(),
             master: master.to_owned(),
-            node: node_info,
-            clients: sentinels.iter().map(|_| None).collect(),
+            node: node.clone(),
+            tls: tls.clone(),
+            connections: sentinels.iter().map(|_| None).collect(),
             bound,
             last_asked: None,
         }
     }
-
     /// Whether a lookup started at or after `moment`: its answer already
     /// reflects whatever happened before then.
     pub(super) fn asked_since(&self, moment: Instant) -> bool {
@@ -71,12 +70,17 @@ impl Resolver {
     /// delays a lookup by that bound, but cannot stall it.
     pub(super) async fn master(&mut self) -> Result<ConnectionInfo, LockError> {
         self.last_asked = Some(Instant::now());
-        let (master, node, bound) = (self.master.as_str(), &self.node, self.bound);
+        let lookup = Lookup {
+            master: &self.master,
+            node: &self.node,
+            tls: &self.tls,
+        };
+        let bound = self.bound;
         // Built in a plain loop: with a closure here, rustc cannot prove the
         // caller's future `Send`.
         let mut lookups = Vec::with_capacity(self.sentinels.len());
-        for (slot, sentinel) in self.clients.iter_mut().zip(&self.sentinels) {
-            lookups.push(ask(slot, sentinel, master, node, bound));
+        for (slot, sentinel) in self.connections.iter_mut().zip(&self.sentinels) {
+            lookups.push(lookup.ask(slot, sentinel, bound));
         }
         // In order, all at once: the first answer wins once every sentinel
         // before it has failed.
@@ -92,27 +96,98 @@ impl Resolver {
     }
 }
 
-/// One sentinel's answer, within `bound`, through the client in `slot`
-/// (opened if empty, emptied when the sentinel did not answer in time).
-async fn ask(
-    slot: &mut Option<Sentinel>,
-    sentinel: &ConnectionInfo,
-    master: &str,
-    node: &SentinelNodeConnectionInfo,
-    bound: Duration,
-) -> Result<ConnectionInfo, LockError> {
-    let client = match slot {
-        Some(client) => client,
-        None => slot.insert(Sentinel::build(vec![sentinel.clone()])?),
-    };
-    match tokio::time::timeout(bound, client.async_master_for(master, Some(node))).await {
-        Ok(found) => Ok(found?.get_connection_info().clone()),
-        Err(_) => {
-            *slot = None;
-            Err(LockError::redis_timeout(
-                "asking a sentinel for the master",
-                bound,
-            ))
+/// What one sentinel is asked, and how its answer is checked.
+struct Lookup<'a> {
+    master: &'a str,
+    node: &'a RedisConnectionInfo,
+    tls: &'a TlsSettings,
+}
+
+impl Lookup<'_> {
+    /// One sentinel's answer, within `bound`, through the connection in
+    /// `slot` (opened if empty, emptied when the sentinel failed).
+    async fn ask(
+        &self,
+        slot: &mut Option<MultiplexedConnection>,
+        sentinel: &ConnectionInfo,
+        bound: Duration,
+    ) -> Result<ConnectionInfo, LockError> {
+        match tokio::time::timeout(bound, self.ask_unbounded(slot, sentinel)).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(err)) => {
+                *slot = None;
+                Err(err)
+            }
+            Err(_) => {
+                *slot = None;
+                Err(LockError::redis_timeout(
+                    "asking a sentinel for the master",
+                    bound,
+                ))
+            }
         }
     }
+
+    /// The master's address as `sentinel` names it, once that server
+    /// confirmed with `ROLE` that it is a master.
+    async fn ask_unbounded(
+        &self,
+        slot: &mut Option<MultiplexedConnection>,
+        sentinel: &ConnectionInfo,
+    ) -> Result<ConnectionInfo, LockError> {
+        let connection = match slot {
+            Some(connection) => connection,
+            None => {
+                let client = redis::Client::open(sentinel.clone())?;
+                slot.insert(client.get_multiplexed_async_connection().await?)
+            }
+        };
+        let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(self.master)
+            .query_async(connection)
+            .await?;
+        let Some((host, port)) = named else {
+            return Err(no_master(format!(
+                "the sentinel at {} knows no master named `{}`",
+                sentinel.addr(),
+                self.master
+            )));
+        };
+        // Sentinels reached over TLS name masters reached over TLS.
+        let addr = match sentinel.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        let info = addr
+            .into_connection_info()?
+            .set_redis_settings(self.node.clone());
+        let info = crate::backend::tls::with_tls(info, self.tls)?;
+        let mut master = redis::Client::open(info.clone())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut master).await?;
+        match role.first() {
+            Some(redis::Value::BulkString(role)) if role == b"master" => Ok(info),
+            _ => Err(no_master(format!(
+                "the server at {} that the sentinels name is not a master (yet)",
+                info.addr()
+            ))),
+        }
+    }
+}
+
+/// A lookup that found no usable master: like a refused connection, the
+/// caller tries again.
+fn no_master(why: String) -> LockError {
+    LockError::Redis(redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "no master from the sentinels",
+        why,
+    )))
 }

@@ -27,6 +27,14 @@
 //! failed round leaves nothing behind and a retry cannot be overtaken by
 //! the clean-up of the previous try.
 //!
+//! # Restarts
+//! A master that restarted without persistence has forgotten the locks it
+//! held, whose leases still run on the masters it shared them with. For
+//! the restart quarantine (counted from its start) its grants are *fresh*
+//! and count only when every master granted: a majority that needs one of
+//! them waits out the quarantine instead (see `votes.rs`). Every lease is
+//! at most the quarantine, so by then every lease it forgot has ended.
+//!
 //! # Renew and release
 //! A renewal is confirmed for a lease when a majority renewed it, and is
 //! *gone* when so many masters refused it that no majority is possible;
@@ -93,11 +101,16 @@ pub(crate) async fn acquire(
     let (keys, token, route) = (attempt.keys, attempt.token, attempt.route);
     let bound = masters.vote_bound(attempt.ttl);
     let total = masters.len();
+    let quarantine = masters.quarantine();
+    let what = format!("the ttl of lock `{}`", keys.name());
+    crate::config::rules::check_quarantine(attempt.ttl, quarantine, &what)?;
     let mut call = scripts::ACQUIRE_COUNTED.call();
     call.key(keys.lock())
         .key(keys.counter())
+        .key(keys.up_mark())
         .arg(token.as_str())
-        .arg(attempt.ttl.as_millis());
+        .arg(attempt.ttl.as_millis())
+        .arg(quarantine.as_millis());
     let mut round = run_everywhere(masters, 0..total, route, call, bound, attempt.flight);
     let mut votes = AcquireVotes::new(total);
     let mut answered = 0;
@@ -158,15 +171,28 @@ pub(crate) async fn acquire(
     }
 }
 
-/// One master's acquire answer as a vote.
-fn vote(answer: Result<(i64, i64), LockError>) -> Vote {
-    match answer.map(AcquireReply::from_script) {
-        Ok(AcquireReply::Acquired { fence }) => Vote::Granted(fence),
-        Ok(AcquireReply::Busy { pttl }) => Vote::Busy(pttl),
-        Ok(_) => Vote::Failed { down: false },
-        Err(err) => Vote::Failed {
-            down: is_down(&err),
+/// One master's acquire answer (`{1, fence, quarantine left}` or
+/// `{0, pttl}`) as a vote.
+fn vote(answer: Result<Vec<i64>, LockError>) -> Vote {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(err) => {
+            return Vote::Failed {
+                down: is_down(&err),
+            };
+        }
+    };
+    match *answer.as_slice() {
+        [1, fence, left] if left > 0 => Vote::Fresh {
+            fence: u64::try_from(fence).unwrap_or(0),
+            left: Duration::from_millis(left.unsigned_abs()),
         },
+        [granted, value, ..] => match AcquireReply::from_script((granted, value)) {
+            AcquireReply::Acquired { fence } => Vote::Granted(fence),
+            AcquireReply::Busy { pttl } => Vote::Busy(pttl),
+            _ => Vote::Failed { down: false },
+        },
+        _ => Vote::Failed { down: false },
     }
 }
 

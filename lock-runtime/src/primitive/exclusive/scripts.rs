@@ -125,33 +125,65 @@ return renewed
 });
 
 /// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
-/// master's counter.
+/// master's counter, and whether this master is still in its restart
+/// quarantine.
 ///
-/// `KEYS[1]` lock, `KEYS[2]` the master's fence counter; `ARGV[1]` owner
-/// token, `ARGV[2]` ttl in ms. Returns `{1, fence}` or `{0, pttl}` as
-/// [`ACQUIRE`]. A missing counter starts from the master's clock (µs), so
-/// that a master that lost its data does not start again from 1.
+/// `KEYS[1]` lock, `KEYS[2]` the master's fence counter, `KEYS[3]` its
+/// up mark; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]` the
+/// restart quarantine in ms. Returns `{1, fence, left}` when granted, where
+/// `left` is the quarantine still to run in ms (0 once passed), or
+/// `{0, pttl}` as [`ACQUIRE`]. A missing counter starts from the master's
+/// clock (µs), so that a master that lost its data does not start again
+/// from 1.
+///
+/// A master up for less than the quarantine may have restarted empty and
+/// forgotten locks whose leases still run on the other masters, so its
+/// grant is *fresh*: the caller counts it only when it cannot complete a
+/// second majority (see `votes.rs`). Uptime comes from `INFO server`, read
+/// once per master start: the up mark records the outcome, `<q>` once the
+/// quarantine `q` has passed (one `GET` per acquisition from then on), or
+/// `fresh:<q>` expiring when it will have (a `PTTL` more). A restart without
+/// persistence loses the mark with the locks, and the uptime is read again.
+/// A master whose uptime is unknown is trusted.
 pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
 local held = redis.call('GET', KEYS[1])
 local mine = ARGV[1] .. ':'
-if not held then
-    local fence = redis.call('INCR', KEYS[2])
-    if fence == 1 then
-        local now = redis.call('TIME')
-        local seed = now[1] .. string.format('%06d', now[2])
-        redis.call('SET', KEYS[2], seed)
-        fence = tonumber(seed)
+if held and string.sub(held, 1, #mine) ~= mine then
+    return {0, redis.call('PTTL', KEYS[1])}
+end
+local left = 0
+local quarantine = tonumber(ARGV[3])
+local mark = redis.call('GET', KEYS[3]) or ''
+local fresh_for = tonumber(string.match(mark, '^fresh:(%d+)$') or '-1')
+if fresh_for >= quarantine then
+    left = math.max(redis.call('PTTL', KEYS[3]), 1)
+elseif fresh_for < 0 and (tonumber(mark) or -1) >= quarantine then
+    left = 0
+else
+    local info = redis.call('INFO', 'server')
+    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '-1')
+    if up >= 0 and up * 1000 < quarantine then
+        left = quarantine - up * 1000
+        redis.call('SET', KEYS[3], 'fresh:' .. ARGV[3], 'PX', left)
+    else
+        redis.call('SET', KEYS[3], ARGV[3])
     end
-    redis.call('SET', KEYS[1], mine .. string.format('%.0f', fence), 'PX', ARGV[2])
-    return {1, fence}
 end
-if string.sub(held, 1, #mine) == mine then
+if held then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.match(held, '^%d+', #mine + 1))}
+    return {1, tonumber(string.match(held, '^%d+', #mine + 1)), left}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local fence = redis.call('INCR', KEYS[2])
+if fence == 1 then
+    local now = redis.call('TIME')
+    local seed = now[1] .. string.format('%06d', now[2])
+    redis.call('SET', KEYS[2], seed)
+    fence = tonumber(seed)
+end
+redis.call('SET', KEYS[1], mine .. string.format('%.0f', fence), 'PX', ARGV[2])
+return {1, fence, left}
 "#,
     )
 });

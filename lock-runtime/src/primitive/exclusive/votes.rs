@@ -11,6 +11,16 @@ use crate::backend::redlock::quorum;
 pub(super) enum Vote {
     /// The lock is ours there; its counter stands at `fence`.
     Granted(u64),
+    /// Granted by a master still in its restart quarantine for `left`: it
+    /// may have restarted empty and forgotten a lease that still runs on
+    /// other masters, so its grant counts only where it cannot complete a
+    /// second majority.
+    Fresh {
+        /// Its counter.
+        fence: u64,
+        /// The quarantine still to run.
+        left: Duration,
+    },
     /// Someone else holds it there, for `pttl` more.
     Busy(Option<Duration>),
     /// No answer: `down` when the master refused the connection or was
@@ -44,9 +54,11 @@ pub(super) enum Verdict {
 #[derive(Debug)]
 pub(super) struct AcquireVotes {
     total: usize,
-    /// Masters that granted, with their counters.
+    /// Masters out of quarantine that granted, with their counters.
     granted: Vec<(usize, u64)>,
-    fence: u64,
+    /// Masters in quarantine that granted, with their counters and the
+    /// quarantine left.
+    fresh: Vec<(usize, u64, Duration)>,
     /// Masters that answered busy, with the owner's remaining lease.
     busy: Vec<(usize, Option<Duration>)>,
     failed: usize,
@@ -60,7 +72,7 @@ impl AcquireVotes {
         Self {
             total,
             granted: Vec::new(),
-            fence: 0,
+            fresh: Vec::new(),
             busy: Vec::new(),
             failed: 0,
             down: 0,
@@ -70,10 +82,8 @@ impl AcquireVotes {
     /// Records master `index`'s answer.
     pub(super) fn add(&mut self, index: usize, vote: Vote) {
         match vote {
-            Vote::Granted(fence) => {
-                self.granted.push((index, fence));
-                self.fence = self.fence.max(fence);
-            }
+            Vote::Granted(fence) => self.granted.push((index, fence)),
+            Vote::Fresh { fence, left } => self.fresh.push((index, fence, left)),
             Vote::Busy(pttl) => self.busy.push((index, pttl)),
             Vote::Failed { down } => {
                 self.failed += 1;
@@ -83,46 +93,64 @@ impl AcquireVotes {
     }
 
     /// The outcome, once the answers so far settle it: at once when a
-    /// majority granted; otherwise only when every master answered, so that
-    /// a failed round's clean-up is ordered after every one of its calls and
-    /// its count of grants is exact.
+    /// majority out of quarantine granted; otherwise only when every master
+    /// answered, so that a failed round's clean-up is ordered after every
+    /// one of its calls and its count of grants is exact.
     pub(super) fn decided(&self) -> Option<Verdict> {
         let needed = quorum(self.total);
-        let pending = self.total - self.granted.len() - self.busy.len() - self.failed;
-        if self.granted.len() >= needed {
+        let answered = self.granted.len() + self.fresh.len() + self.busy.len() + self.failed;
+        if self.granted.len() >= needed || answered == self.total {
             return Some(self.verdict(0));
         }
-        (pending == 0).then(|| self.verdict(0))
+        None
     }
 
     /// The outcome when no more answers will come; the `missing` masters
     /// count as failed.
+    ///
+    /// Grants of masters in quarantine count only when *every* master
+    /// granted: then no lease of another owner is left on any master,
+    /// unless a majority lost its data at once, which Redlock does not
+    /// survive in any case. This lets a fresh deployment lock at once,
+    /// while a restarted master cannot join the masters the previous owner
+    /// never held to form a second majority.
     pub(super) fn verdict(&self, missing: usize) -> Verdict {
         let needed = quorum(self.total);
         if self.granted.len() >= needed {
-            let (at, behind): (Vec<_>, Vec<_>) = self
-                .granted
-                .iter()
-                .partition(|&&(_, fence)| fence == self.fence);
-            return Verdict::Granted {
-                fence: self.fence,
-                at_fence: at.len(),
-                behind: behind.into_iter().map(|&(index, _)| index).collect(),
-            };
+            return Self::granted(self.granted.iter().copied());
+        }
+        if missing == 0 && self.granted.len() + self.fresh.len() == self.total {
+            let all = self.granted.iter().copied();
+            return Self::granted(
+                all.chain(self.fresh.iter().map(|&(index, fence, _)| (index, fence))),
+            );
         }
         if self.failed + missing > self.total - needed {
             return Verdict::Failed {
-                granted: self.granted.len(),
+                granted: self.granted.len() + self.fresh.len(),
                 down: self.down > self.total - needed,
             };
         }
-        // Enough masters answered that a majority is possible once other
-        // owners let go: wait until `still_needed` of their leases end.
+        // A majority is possible once other owners let go and quarantines
+        // end: wait until `still_needed` of them have.
         let still_needed = needed - self.granted.len();
-        let mut pttls: Vec<_> = self.busy.iter().map(|&(_, pttl)| pttl).collect();
-        pttls.sort_by_key(|pttl| pttl.unwrap_or(Duration::MAX));
+        let busy = self.busy.iter().map(|&(_, pttl)| pttl);
+        let fresh = self.fresh.iter().map(|&(_, _, left)| Some(left));
+        let mut waits: Vec<_> = busy.chain(fresh).collect();
+        waits.sort_by_key(|wait| wait.unwrap_or(Duration::MAX));
         Verdict::Busy {
-            pttl: pttls.get(still_needed - 1).copied().flatten(),
+            pttl: waits.get(still_needed - 1).copied().flatten(),
+        }
+    }
+
+    /// A majority's grants: the fence is the highest of their counters.
+    fn granted(grants: impl Iterator<Item = (usize, u64)> + Clone) -> Verdict {
+        let fence = grants.clone().map(|(_, fence)| fence).max().unwrap_or(0);
+        let (at, behind): (Vec<_>, Vec<_>) = grants.partition(|&(_, at)| at == fence);
+        Verdict::Granted {
+            fence,
+            at_fence: at.len(),
+            behind: behind.into_iter().map(|(index, _)| index).collect(),
         }
     }
 
@@ -363,6 +391,70 @@ mod tests {
         // Three owners, one of them for good: a majority needs that one too.
         let votes = round(&[Vote::Busy(None), Vote::Busy(None), Vote::Busy(MS(5))]);
         assert_eq!(votes.verdict(2), Verdict::Busy { pttl: None });
+    }
+
+    fn fresh(fence: u64, left_ms: u64) -> Vote {
+        Vote::Fresh {
+            fence,
+            left: Duration::from_millis(left_ms),
+        }
+    }
+
+    fn round_of_three(votes: &[Vote]) -> AcquireVotes {
+        let mut round = AcquireVotes::new(3);
+        for (index, &vote) in votes.iter().enumerate() {
+            round.add(index, vote);
+        }
+        round
+    }
+
+    #[test]
+    fn a_restarted_master_cannot_complete_a_second_majority() {
+        // The previous owner held masters 0 and 1; 1 restarted empty and
+        // grants again, 2 never held it: 1 and 2 would be a majority.
+        let votes = round_of_three(&[Vote::Busy(MS(700)), fresh(50, 2_000), Vote::Granted(9)]);
+        // One more settled grant is needed: the owner's lease ends first.
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(700) }));
+        // The restarted master's grant is cleaned up with the rest.
+        assert_eq!(votes.maybe_ours(), [1, 2]);
+    }
+
+    #[test]
+    fn fresh_grants_count_when_every_master_granted() {
+        // A new deployment: every master is in quarantine.
+        let mut votes = round_of_three(&[fresh(5, 900), fresh(7, 900)]);
+        assert_eq!(votes.decided(), None);
+        votes.add(2, fresh(6, 900));
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Granted {
+                fence: 7,
+                at_fence: 1,
+                behind: vec![0, 2]
+            })
+        );
+        // With one master down, both quarantines are waited out.
+        let votes = round_of_three(&[fresh(5, 900), Vote::Failed { down: true }, fresh(6, 400)]);
+        assert_eq!(votes.decided(), Some(Verdict::Busy { pttl: MS(900) }));
+        // A majority of settled masters needs no fresh one.
+        let votes = round_of_three(&[Vote::Granted(3), Vote::Granted(3)]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Granted {
+                fence: 3,
+                at_fence: 2,
+                behind: vec![]
+            })
+        );
+        let votes = round_of_three(&[Vote::Granted(3), fresh(99, 10), Vote::Granted(3)]);
+        assert_eq!(
+            votes.decided(),
+            Some(Verdict::Granted {
+                fence: 3,
+                at_fence: 2,
+                behind: vec![]
+            })
+        );
     }
 
     #[test]

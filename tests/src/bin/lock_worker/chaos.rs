@@ -69,6 +69,9 @@ struct Section {
     told: Arc<AtomicBool>,
     /// The task that records the loss signal, while the section needs one.
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The lock, once granted: a loss declared as the call returned (a
+    /// holder that ran past its lease) is seen through it.
+    lock: Mutex<Option<lock_runtime::LockHandle>>,
 }
 
 impl Section {
@@ -115,6 +118,7 @@ impl Section {
             })
         };
         *self.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+        *self.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock.clone());
         tokio::time::sleep(self.pause).await;
         self.write(1, lock.fence()).await?;
         let hold = if self.long {
@@ -167,7 +171,11 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
     let mut config = LockConfig::from_url(args.lock_url)
         .map_err(|e| text(&e))?
         .connect_timeout(Duration::from_secs(2))
-        .response_timeout(Duration::from_millis(500));
+        .response_timeout(Duration::from_millis(500))
+        // Redlock: no lease here is longer, so a restarted master is
+        // trusted again as soon as every lease it forgot has ended.
+        .default_ttl(TTL)
+        .restart_quarantine(TTL);
     // `CHAOS_WAIT_REPLICAS=n`: every acquisition waits for n replicas.
     if let Some(replicas) = std::env::var("CHAOS_WAIT_REPLICAS")
         .ok()
@@ -214,6 +222,7 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
                     long: round.is_multiple_of(8),
                     told: Arc::default(),
                     watcher: Mutex::new(None),
+                    lock: Mutex::new(None),
                 };
                 let outcome = one_section(&section, mode).await;
                 if matches!(outcome, Outcome::Error | Outcome::Timeout) {
@@ -242,6 +251,22 @@ async fn one_section(section: &Section, mode: Mode) -> Outcome {
         Mode::Cancel => cancelled_on_loss(&section.key, section).await,
         Mode::Continue => finished_after_loss(&section.key, section).await,
     };
+    let lock = section
+        .lock
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(lock) = lock {
+        // Told as the call returned (before the watcher ran): recorded now.
+        let lost_already = tokio::select! {
+            biased;
+            () = lock.lost() => true,
+            () = std::future::ready(()) => false,
+        };
+        if lost_already {
+            Section::record_told(&section.history, &section.told, &section.sid);
+        }
+    }
     let outcome = match &result {
         Ok(_) => Outcome::Ok,
         Err(LockError::Lost { .. }) => {

@@ -1,0 +1,165 @@
+//! The smallest ACL a lock user needs (the README's, word for word): the
+//! whole exclusive-lock path runs as that user on one server and on a
+//! Cluster; a missing permission is a `LockError` naming the command; two
+//! lockers with their own prefixes and users cannot touch each other's locks.
+
+use std::time::Duration;
+
+use lock_runtime::{LockError, Locker};
+use lock_tests::fixtures::{config, exists, hold_renew_and_hand_over};
+use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+
+/// What every lock user needs, with `{prefix}` for its key prefix (the
+/// README's "Least privilege" section).
+const LOCK_USER: &str = "resetkeys ~{prefix}* resetchannels &{prefix}* nocommands \
+     +ping +hello +script|load +evalsha +eval \
+     +get +set +del +pexpire +pttl +time +publish +spublish \
+     +subscribe +unsubscribe +ssubscribe +sunsubscribe";
+/// What a Cluster adds: slot discovery.
+const CLUSTER_EXTRA: &str = "+cluster|slots +cluster|shards +asking +readonly";
+/// What each Redlock master adds: the restart quarantine and the counter.
+const REDLOCK_EXTRA: &str = "+info +incr";
+/// What a Sentinel's master (and its replica, a master to be) adds: the
+/// lookup's check that the server named is a master.
+const SENTINEL_EXTRA: &str = "+role";
+
+/// Creates `user` with password `pw` on `server`, allowed `rules`.
+fn set_user(server: &RedisServer, user: &str, prefix: &str, rules: &str) {
+    let mut args = vec!["ACL", "SETUSER", user, "reset", "on"];
+    let password = format!(">{user}-pw");
+    args.push(&password);
+    let rules = rules.replace("{prefix}", prefix);
+    args.extend(rules.split_whitespace());
+    assert_eq!(server.cmd(&args), redis::Value::Okay, "{args:?}");
+}
+
+fn url_as(user: &str, port: u16) -> String {
+    format!("redis://{user}:{user}-pw@127.0.0.1:{port}/")
+}
+
+/// The whole lock path (`hold_renew_and_hand_over`) as the `orders` user on a multi-host deployment of
+/// `kind` over `servers`.
+async fn whole_path_as_orders(kind: &str, servers: &[RedisServer]) {
+    let url = lock_tests::fixtures::multi_host_url(kind, servers, "")
+        .replace("://", "://orders:orders-pw@");
+    let connect = || Locker::connect(config(&url).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    hold_renew_and_hand_over(&holder, waiter, "stock:42").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_runs_the_whole_lock_path_on_one_server() {
+    let server = RedisServer::start();
+    set_user(&server, "orders", "orders:lock:", LOCK_USER);
+    let connect =
+        || Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    hold_renew_and_hand_over(&holder, waiter, "stock:42").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_runs_the_whole_lock_path_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    for node in cluster.nodes() {
+        set_user(
+            node,
+            "orders",
+            "orders:lock:",
+            &format!("{LOCK_USER} {CLUSTER_EXTRA}"),
+        );
+    }
+    whole_path_as_orders("cluster", cluster.nodes()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_runs_the_whole_lock_path_on_redlock() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for master in &masters {
+        set_user(
+            master,
+            "orders",
+            "orders:lock:",
+            &format!("{LOCK_USER} {REDLOCK_EXTRA}"),
+        );
+    }
+    whole_path_as_orders("redlock", &masters).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_runs_the_whole_lock_path_through_sentinel() {
+    let setup = tokio::task::block_in_place(SentinelSetup::start);
+    for server in [&setup.master, &setup.replica] {
+        set_user(
+            server,
+            "orders",
+            "orders:lock:",
+            &format!("{LOCK_USER} {SENTINEL_EXTRA}"),
+        );
+    }
+    // The credentials are the master's; the sentinels are asked without.
+    let url = setup.url().replace("://", "://orders:orders-pw@");
+    let connect = || Locker::connect(config(&url).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    hold_renew_and_hand_over(&holder, waiter, "stock:42").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_names_the_refused_command() {
+    let server = RedisServer::start();
+    let without_scripts = LOCK_USER.replace("+evalsha +eval", "");
+    set_user(&server, "orders", "orders:lock:", &without_scripts);
+    let locker =
+        Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"))
+            .await
+            .unwrap();
+    let err = locker
+        .lock("stock:1")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        text.contains("no permissions to run the 'evalsha' command"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_services_cannot_touch_each_others_locks() {
+    let server = RedisServer::start();
+    set_user(&server, "orders", "orders:lock:", LOCK_USER);
+    set_user(&server, "billing", "billing:lock:", LOCK_USER);
+    let orders =
+        Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"))
+            .await
+            .unwrap();
+    let held = orders.lock("ledger").acquire().await.unwrap();
+    // Billing's user pretending to be orders (its prefix) is refused on the
+    // key itself, and the lock of orders stays as it was.
+    let intruder =
+        Locker::connect(config(&url_as("billing", server.port())).key_prefix("orders:lock:"))
+            .await
+            .unwrap();
+    let err = intruder
+        .lock("ledger")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no permissions to access one of the keys"),
+        "{err}"
+    );
+    assert!(held.is_held() && exists(&server, "orders:lock:{ledger}"));
+    // Under its own prefix, billing locks a name of the same text freely.
+    let billing =
+        Locker::connect(config(&url_as("billing", server.port())).key_prefix("billing:lock:"))
+            .await
+            .unwrap();
+    let own = billing.lock("ledger").try_acquire().await.unwrap();
+    assert!(own.is_some());
+    assert!(held.release().await.unwrap());
+}
