@@ -39,8 +39,8 @@ use crate::lease::Lease;
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::stats::Counters;
 use crate::token::OwnerToken;
+use crate::validity;
 use crate::wait::{Backoff, Subscription};
-use crate::{clock, validity};
 
 /// What the request decided.
 pub(crate) struct Plan {
@@ -98,7 +98,8 @@ impl<'a> Attempt<'a> {
     }
 
     async fn attempt(&mut self) -> Result<LockGuard, LockError> {
-        let started = clock::now();
+        let clock = self.core.clock();
+        let started = clock.now();
         let config = &self.core.config;
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
         let mut subscription: Option<Subscription> = None;
@@ -109,10 +110,10 @@ impl<'a> Attempt<'a> {
                 subscription.mark_seen();
             }
             let (sent_at, reply) = self.send().await?;
-            let left = self.plan.wait.saturating_sub(started.elapsed_on_clock());
+            let left = self.plan.wait.saturating_sub(self.since(started));
             let pttl = match reply {
                 AcquireReply::Acquired { fence } => {
-                    if validity::validity_end(sent_at, self.plan.ttl) > clock::now() {
+                    if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
                         return Ok(self.granted(fence, sent_at, started, contended));
                     }
                     // The answer came after the lease could have run out, so
@@ -190,7 +191,7 @@ impl<'a> Attempt<'a> {
         self.armed = true;
         let mut retried = false;
         loop {
-            let sent_at = clock::now();
+            let sent_at = self.core.clock().now();
             let acquisition = Acquisition {
                 route: self.route,
                 keys: &self.plan.keys,
@@ -255,10 +256,15 @@ impl<'a> Attempt<'a> {
         Ok(())
     }
 
+    /// Time since `instant`, on the locker's clock.
+    fn since(&self, instant: Instant) -> Duration {
+        self.core.clock().now().saturating_duration_since(instant)
+    }
+
     fn timeout(&self, started: Instant) -> LockError {
         LockError::Timeout {
             key: self.plan.keys.name().to_owned(),
-            waited: started.elapsed_on_clock(),
+            waited: self.since(started),
         }
     }
 
@@ -284,16 +290,18 @@ impl<'a> Attempt<'a> {
             self.plan.ttl,
             Route::pooled(self.route.conn),
             sent_at,
+            core.clock(),
         ));
-        core.watchdog
+        let watched = core
+            .watchdog
             .watch(lease.clone(), self.plan.renews, sent_at);
         tracing::debug!(
             key = self.plan.keys.name(),
             fence,
-            waited_ms = u64::try_from(started.elapsed_on_clock().as_millis()).unwrap_or(u64::MAX),
+            waited_ms = u64::try_from(self.since(started).as_millis()).unwrap_or(u64::MAX),
             "lock acquired"
         );
-        LockGuard::new(lease, core.clone(), self.landing.take())
+        LockGuard::new(lease, core.clone(), self.landing.take(), watched)
     }
 }
 
@@ -307,7 +315,7 @@ impl Drop for Attempt<'_> {
         let landing = self.landing.take();
         let backend = self.core.backend.clone();
         let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
-        self.core.background.spawn(async move {
+        self.core.host.detach(async move {
             if let Some(landing) = landing {
                 landing.landed().await;
             }
@@ -324,15 +332,4 @@ impl Drop for Attempt<'_> {
 fn worth_one_retry(err: &redis::RedisError) -> bool {
     (err.is_connection_dropped() || err.is_unrecoverable_error() || err.is_connection_refusal())
         && !err.is_timeout()
-}
-
-/// Time since an instant of the [`clock`].
-trait ElapsedOnClock {
-    fn elapsed_on_clock(&self) -> Duration;
-}
-
-impl ElapsedOnClock for Instant {
-    fn elapsed_on_clock(&self) -> Duration {
-        clock::now().saturating_duration_since(*self)
-    }
 }

@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::background::on_background;
 use crate::error::LockError;
 use crate::handle::LockHandle;
 use crate::locker::Locker;
@@ -91,10 +90,10 @@ async fn run_nested<F: Future>(
         request = request.wait(wait);
     }
     let wait = request.resolved_wait();
-    // On the library's clock: a sibling that holds the turn may be waiting
+    // On the locker's clock: a sibling that holds the turn may be waiting
     // on Redis, which an application's paused clock knows nothing of.
     let waiting = tokio::time::timeout(wait, holder.turns.clone().lock_owned());
-    let Ok(_turn) = on_background(&locker.core().background, waiting).await else {
+    let Ok(_turn) = locker.core().host.enter(waiting).await else {
         return Err(LockError::Timeout { key, waited: wait });
     };
     if !holder.handle.is_held() {

@@ -65,10 +65,11 @@ pub(crate) fn handle() -> Result<Handle, LockError> {
 }
 
 pin_project_lite::pin_project! {
-    /// A future polled with the background runtime as the current one.
+    /// A future polled with the background runtime as the current one (or
+    /// as it is, without one).
     #[must_use = "futures do nothing unless polled"]
     pub(crate) struct OnBackground<F> {
-        handle: Handle,
+        handle: Option<Handle>,
         #[pin]
         future: F,
     }
@@ -77,9 +78,10 @@ pin_project_lite::pin_project! {
 /// Wraps `future` so that everything it creates while polled (timers,
 /// spawned tasks, connections and their reconnects) belongs to the
 /// background runtime `handle`, while the caller's task keeps polling it.
-pub(crate) fn on_background<F: Future>(handle: &Handle, future: F) -> OnBackground<F> {
+/// With `None`, the future is polled as it is (on the caller's runtime).
+pub(crate) fn on_background<F: Future>(handle: Option<&Handle>, future: F) -> OnBackground<F> {
     OnBackground {
-        handle: handle.clone(),
+        handle: handle.cloned(),
         future,
     }
 }
@@ -89,7 +91,7 @@ impl<F: Future> Future for OnBackground<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _entered = this.handle.enter();
+        let _entered = this.handle.as_ref().map(Handle::enter);
         this.future.poll(cx)
     }
 }
@@ -112,7 +114,7 @@ mod tests {
         let started = std::time::Instant::now();
         // On the paused test clock this would fire at once (auto-advance);
         // on the background clock it takes real time.
-        let slept = on_background(&background, async {
+        let slept = on_background(Some(&background), async {
             tokio::time::sleep(Duration::from_millis(30)).await;
         });
         slept.await;
@@ -122,7 +124,8 @@ mod tests {
     #[test]
     fn works_without_any_runtime_of_the_caller() {
         let background = handle().unwrap();
-        let value = futures_util::FutureExt::now_or_never(on_background(&background, async { 7 }));
+        let value =
+            futures_util::FutureExt::now_or_never(on_background(Some(&background), async { 7 }));
         assert_eq!(value, Some(7));
     }
 }

@@ -9,6 +9,11 @@
 //! the machine wakes. Timers still run on the monotonic clock;
 //! [`timer_deadline`] converts a deadline on this clock into one for them.
 //! Elsewhere than Linux both clocks are the same.
+//!
+//! A locker on the in-memory store measures its leases on tokio's clock
+//! instead ([`Clock::Tokio`]): its "server" lives in the process, so it
+//! runs on the application's time, and an application testing with
+//! `tokio::time::pause()` sees a 30 s lease pass in no real time at all.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -25,6 +30,44 @@ fn origin() -> &'static Origin {
         monotonic: Instant::now(),
         boot: since_boot().unwrap_or_default(),
     })
+}
+
+/// The clock a locker measures its leases on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// The machine's own time, suspended time included ([`now`]): a Redis
+    /// server's leases run on, whatever the application does with tokio's
+    /// clock.
+    Boot,
+    /// The tokio clock of the runtime the caller is on (paused, or
+    /// advanced by hand, in tests): the in-memory store's.
+    Tokio,
+}
+
+impl Clock {
+    /// Now, on this clock.
+    pub(crate) fn now(self) -> Instant {
+        match self {
+            Clock::Boot => now(),
+            Clock::Tokio => tokio::time::Instant::now().into_std(),
+        }
+    }
+
+    /// Sleeps until `deadline` on this clock.
+    pub(crate) async fn sleep_until(self, deadline: Instant) {
+        let at = match self {
+            Clock::Boot => timer_deadline(deadline),
+            Clock::Tokio => deadline,
+        };
+        tokio::time::sleep_until(at.into()).await;
+    }
+
+    /// Whether a timer that fires late on this clock means the process
+    /// stalled. Not on tokio's clock: a test that advances it by hand makes
+    /// every timer late without any stall.
+    pub(crate) fn shows_stalls(self) -> bool {
+        self == Clock::Boot
+    }
 }
 
 /// Now, counting time the machine spent suspended.
@@ -85,6 +128,16 @@ mod tests {
             skew < Duration::from_millis(5),
             "{elapsed:?} vs {elapsed_mono:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_tokio_clock_follows_a_paused_runtime() {
+        let before = Clock::Tokio.now();
+        Clock::Tokio
+            .sleep_until(before + Duration::from_secs(3600))
+            .await;
+        assert!(Clock::Tokio.now() - before >= Duration::from_secs(3600));
+        assert!(Clock::Boot.now() - before < Duration::from_secs(60));
     }
 
     #[test]

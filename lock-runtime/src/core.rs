@@ -5,21 +5,21 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::runtime::Handle;
-
 use crate::backend::Backend;
+use crate::clock::Clock;
 use crate::config::LockConfig;
+use crate::host::Host;
 use crate::stats::Counters;
 use crate::wait::ReleaseListener;
-use crate::watchdog::Watchdog;
+use crate::watchdog::Watching;
 
 /// One locker's parts.
 pub(crate) struct Core {
     pub(crate) config: LockConfig,
     pub(crate) backend: Backend,
-    /// The runtime that hosts the connections and the background tasks.
-    pub(crate) background: Handle,
-    pub(crate) watchdog: Watchdog,
+    /// Where the connections, the timers and the background tasks run.
+    pub(crate) host: Host,
+    pub(crate) watchdog: Watching,
     pub(crate) releases: ReleaseListener,
     pub(crate) counters: std::sync::Arc<Counters>,
     next_lease_id: AtomicU64,
@@ -37,20 +37,25 @@ impl Core {
     pub(crate) fn new(
         config: LockConfig,
         backend: Backend,
-        background: Handle,
-        watchdog: Watchdog,
+        host: Host,
+        watchdog: Watching,
         releases: ReleaseListener,
         counters: std::sync::Arc<Counters>,
     ) -> Self {
         Self {
             config,
             backend,
-            background,
+            host,
             watchdog,
             releases,
             counters,
             next_lease_id: AtomicU64::new(1),
         }
+    }
+
+    /// The clock this locker's leases are measured on.
+    pub(crate) fn clock(&self) -> Clock {
+        self.host.clock()
     }
 
     /// Tells lockers apart, for per-task reentrancy.

@@ -7,13 +7,13 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::backend::flights::Landing;
-use crate::background::on_background;
 use crate::core::Core;
 use crate::error::LockError;
 use crate::handle::LockHandle;
 use crate::lease::Lease;
 use crate::primitive::exclusive;
 use crate::stats::Counters;
+use crate::watchdog::Watched;
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
@@ -38,6 +38,8 @@ pub struct LockGuard {
     /// The acquisition's calls still running on slow Redlock masters: a
     /// release waits for them, so that it cannot overtake one.
     landing: Option<Landing>,
+    /// The watchdog's watch over the lease, until released.
+    watched: Option<Watched>,
     released: bool,
 }
 
@@ -52,11 +54,17 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(lease: Arc<Lease>, core: Arc<Core>, landing: Option<Landing>) -> Self {
+    pub(crate) fn new(
+        lease: Arc<Lease>,
+        core: Arc<Core>,
+        landing: Option<Landing>,
+        watched: Watched,
+    ) -> Self {
         Self {
             handle: LockHandle::new(lease),
             core,
             landing,
+            watched: Some(watched),
             released: false,
         }
     }
@@ -108,7 +116,7 @@ impl LockGuard {
     /// bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.lease().mark_released();
-        self.core.watchdog.forget(self.lease().id);
+        drop(self.watched.take());
         let bound = self.core.config.call_bound() * 2;
         let landing = self.landing.take();
         let (core, lease) = (self.core.clone(), self.lease().clone());
@@ -120,7 +128,7 @@ impl LockGuard {
         };
         // Boxed for the same reason as an acquisition (see `LockRequest`).
         let releasing: BoxFuture<'_, Result<bool, LockError>> =
-            Box::pin(on_background(&self.core.background, releasing));
+            Box::pin(self.core.host.enter(releasing));
         let deleted = releasing.await?;
         self.released = true;
         Ok(deleted)
@@ -146,9 +154,9 @@ impl Drop for LockGuard {
             return;
         }
         self.lease().mark_released();
-        self.core.watchdog.forget(self.lease().id);
+        drop(self.watched.take());
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
-        self.core.background.spawn(async move {
+        self.core.host.detach(async move {
             if let Err(err) = release(&core, &lease, landing).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }

@@ -73,6 +73,31 @@ impl LockKeys {
     }
 }
 
+/// The lock name a lock key was made from (the inverse of
+/// [`LockKeys::lock`]): the text between the first `{` and the key's final
+/// `}`, unescaped. None for a key no lock has (a channel, a counter).
+pub(crate) fn name_of(key: &str) -> Option<String> {
+    let open = key.find('{')?;
+    let tag = key.get(open + 1..)?.strip_suffix('}')?;
+    if tag.is_empty() || tag.contains('}') {
+        return None;
+    }
+    let mut name = String::with_capacity(tag.len());
+    let mut rest = tag;
+    while let Some(at) = rest.find('%') {
+        name.push_str(&rest[..at]);
+        let code = rest.get(at..at + 3)?;
+        name.push(match code {
+            "%25" => '%',
+            "%7D" => '}',
+            _ => return None,
+        });
+        rest = &rest[at + 3..];
+    }
+    name.push_str(rest);
+    Some(name)
+}
+
 /// `name` with `%` and `}` escaped, so that it can sit inside a hash tag.
 fn escape(name: &str) -> std::borrow::Cow<'_, str> {
     if !name.contains(['%', '}']) {
@@ -144,6 +169,17 @@ mod tests {
             LockKeys::new("lock:", "%7D").unwrap().lock(),
             "lock:{%257D}"
         );
+    }
+
+    #[test]
+    fn a_lock_key_gives_back_its_name() {
+        for name in ["stock:42", "}x", "a%7Db", "{}", "%", "x\ny z*?["] {
+            let keys = LockKeys::new("orders:lock:", name).unwrap();
+            assert_eq!(name_of(keys.lock()).as_deref(), Some(name), "{name:?}");
+        }
+        assert_eq!(name_of("lock:{a}:released"), None);
+        assert_eq!(name_of("lock:fence-counter"), None);
+        assert_eq!(name_of("lock:{}"), None);
     }
 
     #[test]

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::Route;
+use crate::clock::Clock;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
-use crate::{clock, validity};
+use crate::validity;
 
 /// Where a lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,12 +33,15 @@ pub(crate) struct Lease {
     pub(crate) ttl: Duration,
     /// Where the lock was taken; its release goes the same way.
     pub(crate) route: Route,
+    /// The clock `sent_at` and the validity are on (see [`Clock`]).
+    pub(crate) clock: Clock,
     state: watch::Sender<LeaseState>,
     valid_until: Mutex<Instant>,
 }
 
 impl Lease {
-    /// A lease whose acquire request was sent at `sent_at` ([`clock::now`]).
+    /// A lease whose acquire request was sent at `sent_at` on `clock`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: u64,
         keys: LockKeys,
@@ -46,6 +50,7 @@ impl Lease {
         ttl: Duration,
         route: Route,
         sent_at: Instant,
+        clock: Clock,
     ) -> Self {
         Self {
             id,
@@ -54,6 +59,7 @@ impl Lease {
             fence,
             ttl,
             route,
+            clock,
             state: watch::Sender::new(LeaseState::Held),
             valid_until: Mutex::new(validity::validity_end(sent_at, ttl)),
         }
@@ -66,7 +72,7 @@ impl Lease {
 
     /// Held and still inside its local validity window.
     pub(crate) fn is_held(&self) -> bool {
-        self.state() == LeaseState::Held && clock::now() < self.valid_until()
+        self.state() == LeaseState::Held && self.clock.now() < self.valid_until()
     }
 
     /// The instant after which the holder can no longer trust the lock.
@@ -119,7 +125,8 @@ mod tests {
             1,
             Duration::from_secs(1),
             Route::pooled(0),
-            clock::now(),
+            Clock::Boot.now(),
+            Clock::Boot,
         )
     }
 

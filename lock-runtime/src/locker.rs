@@ -3,16 +3,17 @@
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::background::{self, on_background};
-use crate::config::LockConfig;
+use crate::background;
+use crate::config::{LockConfig, Topology};
 use crate::core::Core;
 use crate::error::LockError;
+use crate::host::Host;
 use crate::primitive::exclusive::scripts;
 use crate::request::LockRequest;
 use crate::stats::{Counters, LockerStats};
 use crate::wait::{ReleaseListener, Timeouts};
 
-use crate::watchdog::Watchdog;
+use crate::watchdog::{Watchdog, Watching};
 
 /// A connection to the lock service: a small pool of Redis connections, one
 /// watchdog task that renews every lock it handed out, and one pub/sub
@@ -23,7 +24,9 @@ use crate::watchdog::Watchdog;
 /// Its connections and background tasks live on the library's own small
 /// runtime, so a locker can be used from any tokio runtime (several
 /// `#[tokio::test]`s in turn, say), and keeps renewing while the
-/// application's runtime is busy.
+/// application's runtime is busy. A locker on the in-memory store
+/// ([`LockConfig::in_memory`]) runs on the caller's runtime and its clock
+/// instead (see [`crate::memory`]).
 ///
 /// ```no_run
 /// use lock_runtime::{LockConfig, Locker};
@@ -53,16 +56,35 @@ impl Locker {
     /// Fails with [`LockError::Config`] for a bad setting and
     /// [`LockError::Redis`] when the server cannot be reached within the
     /// connect timeout. Works from any async context: the connections and
-    /// the background tasks live on the library's own runtime.
+    /// the background tasks live on the library's own runtime (for the
+    /// in-memory store, on the runtime of each call).
     pub async fn connect(config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
-        let background = background::handle()?;
+        let host = match config.topology {
+            Topology::Memory(_) => Host::Caller,
+            _ => Host::Background(background::handle()?),
+        };
+        let background = match &host {
+            Host::Background(handle) => Some(handle.clone()),
+            Host::Caller => None,
+        };
         let connecting = async {
             let backend = Backend::connect(&config, scripts::all()).await?;
             let counters = Arc::new(Counters::default());
-            let watchdog = Watchdog::start(&background, backend.clone(), counters.clone());
+            let watchdog = match &background {
+                Some(on) => Watching::One(Watchdog::start(
+                    on,
+                    backend.clone(),
+                    counters.clone(),
+                    host.clock(),
+                )),
+                None => Watching::PerLease {
+                    backend: backend.clone(),
+                    counters: counters.clone(),
+                },
+            };
             let releases = ReleaseListener::start(
-                &background,
+                background.as_ref(),
                 backend.release_feed(),
                 Timeouts {
                     connect: config.connect_timeout,
@@ -72,12 +94,11 @@ impl Locker {
             Ok::<_, LockError>((backend, counters, watchdog, releases))
         };
         // Boxed: see `LockRequest::acquire`.
-        let connecting: futures_util::future::BoxFuture<'_, _> =
-            Box::pin(on_background(&background, connecting));
+        let connecting: futures_util::future::BoxFuture<'_, _> = Box::pin(host.enter(connecting));
         let (backend, counters, watchdog, releases) = connecting.await?;
         Ok(Self {
             core: Arc::new(Core::new(
-                config, backend, background, watchdog, releases, counters,
+                config, backend, host, watchdog, releases, counters,
             )),
         })
     }

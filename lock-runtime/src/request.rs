@@ -5,7 +5,6 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::acquire::{Attempt, Plan};
-use crate::background::on_background;
 use crate::config::{ReplicaAck, rules};
 use crate::core::Core;
 use crate::error::LockError;
@@ -121,6 +120,7 @@ impl LockRequest {
     }
 
     async fn run(self, wait: Option<Duration>) -> Result<LockGuard, LockError> {
+        self.core.host.check_runtime()?;
         let config = &self.core.config;
         let ttl = self.resolved_ttl();
         rules::check_ttl(ttl, &format!("the ttl of lock `{}`", self.key))?;
@@ -137,12 +137,11 @@ impl LockRequest {
         };
         let span = tracing::debug_span!("lock.acquire", key = %self.key);
         let attempt = Attempt::new(&self.core, plan);
-        let background = self.core.background.clone();
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
         let running: BoxFuture<'_, Result<LockGuard, LockError>> = Box::pin(
-            tracing::Instrument::instrument(on_background(&background, attempt.run()), span),
+            tracing::Instrument::instrument(self.core.host.enter(attempt.run()), span),
         );
         running.await
     }

@@ -45,4 +45,6 @@ pub(crate) enum ReleaseFeed {
     /// slot, followed across resharding.
     #[cfg(feature = "cluster")]
     Sharded(redis::cluster::ClusterClient),
+    /// The in-memory store delivers each release itself.
+    Memory(crate::memory::MemoryStore),
 }

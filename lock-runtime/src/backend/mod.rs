@@ -10,10 +10,13 @@
 //!   - [`single`]: one server, a pool of multiplexed connections.
 //!   - [`sentinel`]: one server found through Sentinel, followed across failovers.
 //!   - [`cluster`]: Redis Cluster; a call goes to the node serving its key's slot.
+//!   - [`memory`]: the in-memory store, in the process; a call runs as its
+//!     script's twin.
 //! - [`redlock`]: independent masters; a call runs on every master at
 //!   once and answers once per master ([`redlock::RedlockBackend::fan_out`]).
 //!   The primitive counts the votes.
 
+pub(crate) mod memory;
 pub(crate) mod redlock;
 pub(crate) mod script;
 pub(crate) mod single;
@@ -91,16 +94,19 @@ pub(crate) enum Backend {
 #[derive(Clone)]
 pub(crate) enum NodeBackend {
     Single(Arc<single::SingleBackend>),
+    Memory(Arc<memory::MemoryBackend>),
     #[cfg(feature = "sentinel")]
     Sentinel(sentinel::SentinelBackend),
     #[cfg(feature = "cluster")]
     Cluster(cluster::ClusterBackend),
 }
 
-/// Calls the same method on whichever node topology is in use.
+/// Calls the same method on whichever node topology is in use; the
+/// in-memory store's calls never wait, so it has an expression of its own.
 macro_rules! dispatch {
-    ($self:ident, $backend:ident => $call:expr) => {
+    ($self:ident, $memory:ident => $in_memory:expr, $backend:ident => $call:expr) => {
         match $self {
+            NodeBackend::Memory($memory) => $in_memory,
             NodeBackend::Single($backend) => $call,
             #[cfg(feature = "sentinel")]
             NodeBackend::Sentinel($backend) => $call,
@@ -120,6 +126,9 @@ impl Backend {
     ) -> Result<Self, LockError> {
         let node = |backend| Ok(Backend::Node(backend));
         match &config.topology {
+            Topology::Memory(store) => node(NodeBackend::Memory(Arc::new(
+                memory::MemoryBackend::new(store.clone()),
+            ))),
             Topology::Single(server) => node(NodeBackend::Single(Arc::new(
                 single::SingleBackend::connect(server.clone(), config).await?,
             ))),
@@ -158,7 +167,9 @@ impl Backend {
     /// Where waiters hear about releases.
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
         match self {
-            Backend::Node(node) => dispatch!(node, backend => backend.release_feed()),
+            Backend::Node(node) => {
+                dispatch!(node, memory => memory.release_feed(), backend => backend.release_feed())
+            }
             Backend::Redlock(redlock) => redlock.release_feed(),
         }
     }
@@ -195,7 +206,7 @@ impl Backend {
 impl NodeBackend {
     /// A pool slot, round-robin.
     pub(crate) fn pick(&self) -> usize {
-        dispatch!(self, backend => backend.pick())
+        dispatch!(self, memory => memory.pick(), backend => backend.pick())
     }
 
     /// The command a release script announces itself with: `SPUBLISH` on
@@ -215,7 +226,7 @@ impl NodeBackend {
         route: Route,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
-        dispatch!(self, backend => backend.run(route, call).await)
+        dispatch!(self, memory => memory.run(call), backend => backend.run(route, call).await)
     }
 
     /// Runs `call` on `route`'s blocking connection, then waits (`WAIT`)
@@ -229,6 +240,7 @@ impl NodeBackend {
         ack: ReplicaAck,
     ) -> Result<(T, u32), LockError> {
         match self {
+            NodeBackend::Memory(_) => Err(crate::config::rules::replicas_unsupported("memory")),
             NodeBackend::Single(backend) => backend.run_then_wait(route, call, ack).await,
             #[cfg(feature = "sentinel")]
             NodeBackend::Sentinel(backend) => backend.run_then_wait(route, call, ack).await,
@@ -246,7 +258,11 @@ impl NodeBackend {
         script: &'static LuaScript,
         entries: &[BatchEntry],
     ) -> Result<Vec<Option<redis::Value>>, LockError> {
-        dispatch!(self, backend => backend.run_batch(script, entries).await)
+        dispatch!(
+            self,
+            memory => memory.run_batch(script, entries),
+            backend => backend.run_batch(script, entries).await
+        )
     }
 }
 
@@ -268,6 +284,22 @@ pub(crate) async fn bounded<T>(
         Ok(result) => Ok(result?),
         Err(_) => Err(LockError::redis_timeout(what, limit)),
     }
+}
+
+/// One call of the batch script `script` over `entries`: each entry's key,
+/// and its arguments in the same order.
+pub(crate) fn batch_call<'a>(
+    script: &'static LuaScript,
+    entries: impl IntoIterator<Item = &'a BatchEntry>,
+) -> ScriptCall {
+    let mut call = script.call();
+    for entry in entries {
+        call.key(entry.key.as_str());
+        for arg in &entry.args {
+            call.arg(arg);
+        }
+    }
+    call
 }
 
 /// A batch call's answer, one value per entry of `entries` entries.

@@ -3,13 +3,21 @@
 //! new to a slot). `EVAL` runs the script and caches it on that node in one
 //! round trip, and touches no other node: a `SCRIPT LOAD` on every node
 //! would let one frozen node stall the locks of all the others.
+//!
+//! A script that node topologies run also has a *twin*: the same steps in
+//! Rust over the in-memory store's keyspace, with the same answers
+//! ([`LuaScript::with_twin`]). The primitive writes both side by side, and
+//! the conformance suite holds every backend to the same behaviour.
 
 use redis::{Cmd, FromRedisValue};
 
-/// A script's Lua and its SHA1, computed once.
+use crate::memory::{MemoryStore, Twin};
+
+/// A script's Lua and its SHA1, computed once, and its twin.
 pub(crate) struct LuaScript {
     source: &'static str,
     hash: String,
+    twin: Option<Twin>,
 }
 
 impl LuaScript {
@@ -18,6 +26,16 @@ impl LuaScript {
         Self {
             source,
             hash: redis::Script::new(source).get_hash().to_owned(),
+            twin: None,
+        }
+    }
+
+    /// The script `source`, with `twin` doing the same on the in-memory
+    /// store.
+    pub(crate) fn with_twin(source: &'static str, twin: Twin) -> Self {
+        Self {
+            twin: Some(twin),
+            ..Self::new(source)
         }
     }
 
@@ -78,6 +96,15 @@ impl ScriptCall {
             .arg(&self.keys)
             .arg(&self.args);
         command
+    }
+
+    /// Runs the call's twin on `store`.
+    pub(crate) fn run_native(&self, store: &MemoryStore) -> Result<redis::Value, String> {
+        let twin = self
+            .script
+            .twin
+            .ok_or("this script has no in-memory twin")?;
+        store.execute(twin, &self.keys, &self.args)
     }
 
     /// Runs the call on `connection`: by SHA, and once more in full if the

@@ -15,7 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use super::script::{LuaScript, ScriptCall};
-use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, bounded};
+use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
 use crate::config::ReplicaAck;
 use crate::error::LockError;
@@ -130,14 +130,7 @@ impl SingleBackend {
         script: &'static LuaScript,
         entries: &[BatchEntry],
     ) -> Result<Vec<Option<redis::Value>>, LockError> {
-        let mut call = script.call();
-        for entry in entries {
-            call.key(entry.key.as_str());
-            for arg in &entry.args {
-                call.arg(arg);
-            }
-        }
-        let answer = self.run_renewal(&call).await?;
+        let answer = self.run_renewal(&batch_call(script, entries)).await?;
         Ok(batch_answers(answer, entries.len())?
             .into_iter()
             .map(Some)

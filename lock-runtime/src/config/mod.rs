@@ -12,6 +12,7 @@ pub(crate) use replicas::ReplicaAck;
 pub(crate) use topology::Topology;
 
 use crate::error::LockError;
+use crate::memory::MemoryStore;
 
 /// Where and how a [`Locker`](crate::Locker) keeps its locks.
 ///
@@ -25,6 +26,8 @@ use crate::error::LockError;
 /// | `redis+cluster://host:port,host:port` | a Redis Cluster (feature `cluster`) |
 /// | `redis+sentinel://host:port,host:port/<master>` | the master Sentinel names (feature `sentinel`) |
 /// | `redis+redlock://host:port,host:port,host:port` | a majority of independent masters |
+/// | `memory://` | this process's in-memory store, no Redis ([`LockConfig::in_memory`]) |
+///
 /// Nothing is checked against the server until
 /// [`Locker::connect`](crate::Locker::connect); [`LockConfig::validate`] runs
 /// there and reports the first bad value as [`LockError::Config`].
@@ -73,7 +76,9 @@ impl LockConfig {
     /// forms in the table above. `rediss` instead of `redis` selects TLS
     /// (the `tls` feature; without it, such a URL is a [`LockError::Config`]
     /// naming the feature), and `#insecure` at the end skips verifying the
-    /// server's certificate.
+    /// server's certificate. `memory://` names this process's in-memory
+    /// store, and `memory://<name>` a named one (see
+    /// [`LockConfig::in_memory`]).
     ///
     /// Fails with [`LockError::Config`] when the URL is empty or cannot be parsed.
     ///
@@ -93,6 +98,35 @@ impl LockConfig {
             ));
         }
         Ok(Self::for_topology(Topology::parse(url)?))
+    }
+
+    /// The in-memory store ([`crate::memory`]): locks within this process,
+    /// with no Redis. Each call makes a new, empty store; lockers built from
+    /// this configuration (or its clones) share it, and no other locker
+    /// sees it. `LockConfig::from_url("memory://")` (or `REDIS_URL=memory://`
+    /// with [`LockConfig::from_env`]) names the process-wide store instead.
+    ///
+    /// Its leases, waits and renewals run on the tokio clock of the runtime
+    /// that calls, so a test with `tokio::time::pause()` runs a 30 s lease
+    /// in microseconds.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// let config = lock_runtime::LockConfig::in_memory();
+    /// let locker = lock_runtime::Locker::connect(config).await?;
+    /// let guard = locker.lock("stock:42").acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn in_memory() -> Self {
+        Self::in_memory_store(&MemoryStore::new())
+    }
+
+    /// The in-memory store `store` (see [`LockConfig::in_memory`]), for a
+    /// test that also looks into it ([`MemoryStore::holders`],
+    /// [`MemoryStore::expire`]).
+    pub fn in_memory_store(store: &MemoryStore) -> Self {
+        Self::for_topology(Topology::Memory(store.clone()))
     }
 
     /// Redis Cluster reached through `nodes` (any of its nodes; the rest are

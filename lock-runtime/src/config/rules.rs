@@ -91,8 +91,13 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
 }
 
 /// The one message for `wait_for_replicas` on a topology without replicas
-/// to wait for (`kind` is `cluster` or `redlock`).
+/// to wait for (`kind` is `cluster`, `redlock` or `memory`).
 pub(crate) fn replicas_unsupported(kind: &str) -> LockError {
+    if kind == "memory" {
+        return LockError::config(
+            "wait_for_replicas needs a Redis server with replicas; the in-memory store has none",
+        );
+    }
     LockError::config(format!(
         "wait_for_replicas works with one server or Sentinel, not with {kind}: \
          a Cluster's shards and Redlock's masters are not waited for; list more Redlock masters instead"

@@ -6,6 +6,7 @@
 //! | `redis+cluster://[user:pass@]host:port,host:port,...` | Redis Cluster (seed nodes) |
 //! | `redis+sentinel://[user:pass@]host:port,.../<master-name>[/db]` | the master that Sentinel names |
 //! | `redis+redlock://[user:pass@]host:port,host:port,...[/db]` | Redlock over independent masters |
+//! | `memory://[name]` | the in-memory store of this process called `name` ([`crate::memory`]) |
 //!
 //! `rediss+...` selects TLS. Credentials and database apply to the data
 //! nodes (for Sentinel: to the master, not to the sentinels).
@@ -13,10 +14,13 @@
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::LockError;
+use crate::memory::MemoryStore;
 
 /// Where the locks live.
 #[derive(Clone, Debug)]
 pub(crate) enum Topology {
+    /// An in-memory store of this process.
+    Memory(MemoryStore),
     /// One server (or anything that speaks to clients like one).
     Single(ConnectionInfo),
     /// A Redis Cluster, reached through any of its nodes.
@@ -47,6 +51,11 @@ impl Topology {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(bad_url(url, "it has no `scheme://`"));
         };
+        if scheme.eq_ignore_ascii_case("memory") {
+            return Ok(Topology::Memory(MemoryStore::named(
+                rest.trim_end_matches('/'),
+            )));
+        }
         super::tls::check_scheme(url)?;
         let (base, kind) = match scheme.split_once('+') {
             Some((base, kind)) => (base, Some(kind)),
@@ -102,6 +111,7 @@ impl Topology {
     pub(crate) fn addresses(&self) -> Vec<String> {
         let of = |infos: &[ConnectionInfo]| infos.iter().map(|i| i.addr().to_string()).collect();
         match self {
+            Topology::Memory(store) => vec![format!("{store:?}")],
             Topology::Single(info) => vec![info.addr().to_string()],
             Topology::Cluster { nodes } => of(nodes),
             Topology::Sentinel { sentinels, .. } => of(sentinels),
@@ -114,16 +124,18 @@ impl Topology {
     pub(crate) fn check_replicas(&self, ack: super::ReplicaAck) -> Result<(), LockError> {
         ack.validate()?;
         match self {
-            Topology::Cluster { .. } | Topology::Redlock { .. } => {
+            Topology::Cluster { .. } | Topology::Redlock { .. } | Topology::Memory(_) => {
                 Err(super::rules::replicas_unsupported(self.kind()))
             }
             Topology::Single(_) | Topology::Sentinel { .. } => Ok(()),
         }
     }
 
-    /// A short name for messages: `single`, `cluster`, `sentinel` or `redlock`.
+    /// A short name for messages: `memory`, `single`, `cluster`, `sentinel`
+    /// or `redlock`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
+            Topology::Memory(_) => "memory",
             Topology::Single(_) => "single",
             Topology::Cluster { .. } => "cluster",
             Topology::Sentinel { .. } => "sentinel",
@@ -218,6 +230,28 @@ mod tests {
         };
         assert_eq!(info.addr().to_string(), "127.0.0.1:7000");
         assert_eq!(info.redis_settings().db(), 2);
+    }
+
+    #[test]
+    fn memory_urls_name_process_wide_stores() {
+        let Topology::Memory(shared) = Topology::parse("memory://").unwrap() else {
+            panic!("not memory");
+        };
+        assert_eq!(
+            format!("{shared:?}"),
+            format!("{:?}", MemoryStore::shared())
+        );
+        let named = Topology::parse("MEMORY://orders/").unwrap();
+        assert_eq!(named.kind(), "memory");
+        assert_eq!(named.addresses(), ["MemoryStore(\"orders\")"]);
+        let replicas = super::super::ReplicaAck {
+            replicas: 1,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        assert!(matches!(
+            named.check_replicas(replicas),
+            Err(LockError::Config(_))
+        ));
     }
 
     #[test]

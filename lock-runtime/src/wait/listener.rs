@@ -18,14 +18,17 @@ use crate::backend::{ClientSource, ReleaseFeed};
 #[derive(Clone)]
 pub(crate) struct ReleaseListener {
     waiters: Waiters,
-    commands: mpsc::UnboundedSender<Command>,
+    /// To the listener task; none for the in-memory store, which hands
+    /// each release to the waiters itself.
+    commands: Option<mpsc::UnboundedSender<Command>>,
 }
 
 impl ReleaseListener {
-    /// Starts the listener task on the runtime `on`. It connects only when
-    /// the first waiter arrives.
+    /// Starts the listener task on the runtime `on` (none is needed for
+    /// the in-memory store). It connects only when the first waiter
+    /// arrives.
     pub(crate) fn start(
-        on: &tokio::runtime::Handle,
+        on: Option<&tokio::runtime::Handle>,
         feed: ReleaseFeed,
         timeouts: Timeouts,
     ) -> Self {
@@ -34,24 +37,40 @@ impl ReleaseListener {
         match feed {
             ReleaseFeed::PubSub(source) => {
                 let sessions = PlainSessions { source, timeouts };
-                on.spawn(serve(sessions, waiters.clone(), inbox));
+                spawn_on(on, serve(sessions, waiters.clone(), inbox));
             }
             #[cfg(feature = "cluster")]
             ReleaseFeed::Sharded(client) => {
                 let sessions = super::sharded::ShardedSessions::new(client, timeouts);
-                on.spawn(serve(sessions, waiters.clone(), inbox));
+                spawn_on(on, serve(sessions, waiters.clone(), inbox));
+            }
+            ReleaseFeed::Memory(store) => {
+                store.listen(Box::new(waiters.downgrade()));
+                return Self {
+                    waiters,
+                    commands: None,
+                };
             }
         }
-        Self { waiters, commands }
+        Self {
+            waiters,
+            commands: Some(commands),
+        }
     }
 
     /// Joins the line of waiters on `channel`; returns once the server
     /// confirmed the subscription (or the listener could not get it, in
     /// which case the waiter still works, on its timers alone).
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
-        let commands = self.commands.clone();
-        let unsubscribe = move |channel| {
-            let _ = commands.send(Command::Unsubscribe { channel });
+        let Some(commands) = &self.commands else {
+            // The in-memory store: in line is subscribed.
+            return self.waiters.join(channel, Box::new(|_| {}));
+        };
+        let unsubscribe = {
+            let commands = commands.clone();
+            move |channel| {
+                let _ = commands.send(Command::Unsubscribe { channel });
+            }
         };
         let subscription = self.waiters.join(channel, Box::new(unsubscribe));
         let (confirmed, confirmation) = oneshot::channel();
@@ -59,10 +78,20 @@ impl ReleaseListener {
             channel: channel.to_owned(),
             confirmed,
         };
-        if self.commands.send(request).is_ok() {
+        if commands.send(request).is_ok() {
             let _ = confirmation.await;
         }
         subscription
+    }
+}
+
+/// Runs the listener `task` on the runtime `on`.
+fn spawn_on(
+    on: Option<&tokio::runtime::Handle>,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    if let Some(on) = on {
+        on.spawn(task);
     }
 }
 

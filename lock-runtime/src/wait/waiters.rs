@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use futures_util::FutureExt;
 use tokio::sync::Notify;
@@ -91,6 +91,12 @@ impl Waiters {
         }
     }
 
+    /// A handle that does not keep the waiters alive (for the in-memory
+    /// store, which outlives its lockers).
+    pub(crate) fn downgrade(&self) -> WeakWaiters {
+        WeakWaiters(Arc::downgrade(&self.channels))
+    }
+
     /// Releases may have gone unheard: wake everyone.
     pub(crate) fn wake_all(&self) {
         for line in self.lock().values() {
@@ -101,6 +107,28 @@ impl Waiters {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, VecDeque<Arc<Waiter>>>> {
         // The map stays consistent even if a holder panicked mid-update.
         self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// [`Waiters`] that may be gone.
+pub(crate) struct WeakWaiters(Weak<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>);
+
+impl crate::memory::Listener for WeakWaiters {
+    fn released(&self, channel: &str) -> bool {
+        match self.0.upgrade() {
+            Some(channels) => {
+                Waiters { channels }.wake_one(channel);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn waiting(&self, channel: &str) -> usize {
+        self.0.upgrade().map_or(0, |channels| {
+            let waiters = Waiters { channels };
+            waiters.lock().get(channel).map_or(0, VecDeque::len)
+        })
     }
 }
 

@@ -20,6 +20,11 @@
 //! - After the locks moved to another server (a Sentinel failover), every
 //!   lease is renewed there at once, so one whose key did not reach the new
 //!   server is reported lost now, not at its next scheduled renewal.
+//!
+//! A locker on the in-memory store watches each lease with a watchdog of
+//! its own, on the runtime that acquired it ([`Watching::PerLease`]): that
+//! runtime's clock is the lease's (a test may pause it), and runtimes do
+//! not share clocks.
 
 mod schedule;
 
@@ -32,11 +37,12 @@ use tokio::task::JoinSet;
 
 use self::schedule::{BatchOutcome, Schedule};
 use crate::backend::{Backend, RenewalGroup};
+use crate::clock::Clock;
 use crate::lease::Lease;
 use crate::lost::{self, Cause};
 use crate::primitive::exclusive::{self, Renewal};
 use crate::stats::Counters;
-use crate::{clock, validity};
+use crate::validity;
 
 /// Longest sleep while any lease is watched: how finely stalls of the
 /// process are seen.
@@ -56,6 +62,8 @@ pub(crate) struct Watchdog {
 /// What the handles and the task share.
 struct Shared {
     schedule: Mutex<Schedule>,
+    /// The clock the leases are on.
+    clock: Clock,
     /// Wakes the task early: a lease due before its planned wake-up, or shutdown.
     wake: Notify,
     shutdown: AtomicBool,
@@ -78,15 +86,74 @@ impl Shared {
     }
 }
 
+/// How a locker's leases are watched.
+pub(crate) enum Watching {
+    /// By one watchdog for all of them, on the library's runtime.
+    One(Watchdog),
+    /// Each by a watchdog of its own, started on the runtime that acquired
+    /// it, on that runtime's tokio clock (the in-memory store).
+    PerLease {
+        backend: Backend,
+        counters: Arc<Counters>,
+    },
+}
+
+impl Watching {
+    /// Starts watching a freshly acquired lease, whose acquire request was
+    /// sent at `sent_at`; it is watched until the returned value is dropped.
+    pub(crate) fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) -> Watched {
+        let watchdog = match self {
+            Watching::One(watchdog) => watchdog.clone(),
+            Watching::PerLease { backend, counters } => {
+                // Acquisitions on the in-memory store only run inside a
+                // runtime (`Host::runtime` turned the others away).
+                let Ok(on) = tokio::runtime::Handle::try_current() else {
+                    tracing::warn!(
+                        key = lease.keys.name(),
+                        "a lease acquired outside any runtime is not watched"
+                    );
+                    return Watched {
+                        watchdog: None,
+                        id: lease.id,
+                    };
+                };
+                Watchdog::start(&on, backend.clone(), counters.clone(), Clock::Tokio)
+            }
+        };
+        watchdog.watch(lease.clone(), renews, sent_at);
+        Watched {
+            watchdog: Some(watchdog),
+            id: lease.id,
+        }
+    }
+}
+
+/// A lease under watch; dropping it stops the watch (released, or its
+/// guard dropped).
+pub(crate) struct Watched {
+    watchdog: Option<Watchdog>,
+    id: u64,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.forget(self.id);
+        }
+    }
+}
+
 impl Watchdog {
-    /// Starts the task on the background runtime `on`.
+    /// Starts the task on the runtime `on`, for leases on `clock`.
     pub(crate) fn start(
         on: &tokio::runtime::Handle,
         backend: Backend,
         counters: Arc<Counters>,
+        clock: Clock,
     ) -> Self {
         let shared = Arc::new(Shared {
             schedule: Mutex::new(Schedule::default()),
+            clock,
             wake: Notify::new(),
             shutdown: AtomicBool::new(false),
         });
@@ -100,9 +167,8 @@ impl Watchdog {
         }
     }
 
-    /// Starts watching a freshly acquired lease, whose acquire request was
-    /// sent at `sent_at`.
-    pub(crate) fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) {
+    /// Starts watching a lease, whose acquire request was sent at `sent_at`.
+    fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) {
         #[cfg(feature = "sabotage")]
         if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentWatchdog) {
             return;
@@ -119,28 +185,30 @@ impl Watchdog {
 
     /// Stops watching a lease (released, or its guard dropped). The task
     /// may still wake for it, finds nothing to do, and sleeps on.
-    pub(crate) fn forget(&self, id: u64) {
+    fn forget(&self, id: u64) {
         self.shared.schedule().forget(id);
     }
 }
 
 async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
+    let clock = shared.clock;
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        let now = clock::now();
+        let now = clock.now();
         let (expired, batches, wake_at) = {
             let mut schedule = shared.schedule();
             let expired = schedule.expire(now);
             let batches = schedule.take_due(now);
             let next = schedule.next_event();
-            // While anything is watched, wake often enough to see stalls.
-            let wake_at = match next {
-                Some(at) => Some(at.min(now + SAMPLE_EVERY)),
-                None if schedule.len() > 0 => Some(now + SAMPLE_EVERY),
-                None => None,
+            // While anything is watched, wake often enough to see stalls
+            // (on a clock where a late timer means one).
+            let sample = (clock.shows_stalls() && schedule.len() > 0).then(|| now + SAMPLE_EVERY);
+            let wake_at = match (next, sample) {
+                (Some(at), Some(sample)) => Some(at.min(sample)),
+                (next, sample) => next.or(sample),
             };
             schedule.armed_until = next;
             (expired, batches, wake_at)
@@ -160,7 +228,7 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
             .flat_map(|batch| by_group(&backend, batch))
         {
             Counters::bump(&counters.renewal_calls);
-            in_flight.spawn(renew_batch(backend.clone(), batch));
+            in_flight.spawn(renew_batch(backend.clone(), batch, clock));
         }
         tokio::select! {
             () = shared.wake.notified() => {}
@@ -169,9 +237,11 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
                     apply(&shared, outcome, &counters);
                 }
             }
-            () = sleep_until(wake_at) => {
-                if let Some(planned) = wake_at {
-                    validity::observe_lateness(planned, clock::now());
+            () = sleep_until(clock, wake_at) => {
+                if let Some(planned) = wake_at
+                    && clock.shows_stalls()
+                {
+                    validity::observe_lateness(planned, clock.now());
                 }
             }
         }
@@ -180,7 +250,7 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
 
 /// Applies one batch's answer and reports what it found.
 fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
-    let applied = shared.schedule().apply(outcome, clock::now());
+    let applied = shared.schedule().apply(outcome, shared.clock.now());
     for _ in 0..applied.renewed {
         Counters::bump(&counters.renewed);
     }
@@ -210,14 +280,14 @@ async fn renew_all_on_move(mut moves: tokio::sync::watch::Receiver<u64>, shared:
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        shared.schedule().all_due(clock::now());
+        shared.schedule().all_due(shared.clock.now());
         shared.wake.notify_one();
     }
 }
 
-async fn sleep_until(at: Option<Instant>) {
+async fn sleep_until(clock: Clock, at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(clock::timer_deadline(at).into()).await,
+        Some(at) => clock.sleep_until(at).await,
         None => std::future::pending().await,
     }
 }
@@ -235,7 +305,7 @@ fn by_group(backend: &Backend, batch: Vec<Arc<Lease>>) -> Vec<Vec<Arc<Lease>>> {
     groups.into_iter().map(|(_, leases)| leases).collect()
 }
 
-async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
+async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> BatchOutcome {
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
         .map(|lease| Renewal {
@@ -245,7 +315,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>) -> BatchOutcome {
             fence: lease.fence,
         })
         .collect();
-    let sent_at = clock::now();
+    let sent_at = clock.now();
     let result = exclusive::renew(&backend, &renewals).await;
     BatchOutcome {
         ids: batch.iter().map(|lease| lease.id).collect(),

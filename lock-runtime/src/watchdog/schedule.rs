@@ -281,6 +281,7 @@ mod tests {
             ttl,
             Route::pooled(0),
             sent_at,
+            crate::clock::Clock::Boot,
         ))
     }
 

@@ -24,7 +24,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
 use super::script::{LuaScript, ScriptCall};
-use super::{BatchEntry, ReleaseFeed, Route, batch_answers, bounded};
+use super::{BatchEntry, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
 use crate::error::LockError;
 
@@ -141,13 +141,7 @@ impl ClusterBackend {
     ) -> Result<Vec<Option<redis::Value>>, LockError> {
         let groups = slots::group_by_slot(entries.iter().map(|entry| entry.key.as_str()));
         let calls = groups.iter().map(|group| async move {
-            let mut call = script.call();
-            for &index in group {
-                call.key(entries[index].key.as_str());
-                for arg in &entries[index].args {
-                    call.arg(arg);
-                }
-            }
+            let call = batch_call(script, group.iter().map(|&index| &entries[index]));
             let mut connection = self.renewals.clone();
             let answer = bounded(
                 self.renewal_bound,

@@ -15,6 +15,7 @@
 pub(crate) mod quorum;
 pub(crate) mod reply;
 pub(crate) mod scripts;
+mod twins;
 mod votes;
 
 use std::time::Duration;

@@ -29,9 +29,16 @@
 //! locker, seeded from that master's clock when it is missing (a new or
 //! emptied master) and raised to each fence handed out (see
 //! [`super::quorum`]).
+//!
+//! # Twins
+//! Each script that runs on one node has an in-memory twin in
+//! [`super::twins`], for lockers on the in-memory store: the same steps
+//! with the same answers. Redlock's scripts have none (the in-memory store
+//! is one node).
 
 use std::sync::LazyLock;
 
+use super::twins;
 use crate::backend::script::LuaScript;
 
 /// Takes the lock, or reports how long the current owner still holds it.
@@ -42,7 +49,7 @@ use crate::backend::script::LuaScript;
 /// ours and only refreshes its lease, returning the fence it was granted
 /// with, so it succeeds instead of reporting busy.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
+    LuaScript::with_twin(
         r#"
 local now = redis.call('TIME')
 local fence = now[1] .. string.format('%06d', now[2])
@@ -57,6 +64,7 @@ if held and string.sub(held, 1, #mine) == mine then
 end
 return {0, redis.call('PTTL', KEYS[1])}
 "#,
+        twins::acquire,
     )
 });
 
@@ -72,7 +80,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// plain `PUBLISH`.
 /// Returns 1 when deleted, 0 when the lock was gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
+    LuaScript::with_twin(
         r#"
 local held = redis.call('GET', KEYS[1])
 local mine = ARGV[1] .. ':'
@@ -85,6 +93,7 @@ if held and string.sub(held, 1, #mine) == mine then
 end
 return 0
 "#,
+        twins::release,
     )
 });
 
@@ -92,12 +101,13 @@ return 0
 /// whoever holds it.
 #[cfg(feature = "sabotage")]
 pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
+    LuaScript::with_twin(
         r#"
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], '1')
 return 1
 "#,
+        twins::blind_release,
     )
 });
 
@@ -106,7 +116,7 @@ return 1
 /// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.
 /// Returns one 1 (renewed) or 0 (no longer ours) per key, in order.
 pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
+    LuaScript::with_twin(
         r#"
 local renewed = {}
 for i, key in ipairs(KEYS) do
@@ -121,6 +131,7 @@ for i, key in ipairs(KEYS) do
 end
 return renewed
 "#,
+        twins::extend,
     )
 });
 

@@ -1,0 +1,267 @@
+//! [`Keyspace`]: the in-memory store's data, and the few Redis commands
+//! the lock scripts use (`GET`, `SET NX PX`, `DEL`, `PEXPIRE`, `PTTL`,
+//! `TIME`, `PUBLISH`) with Redis's answers.
+//!
+//! # Time
+//! A call sees one instant, taken when it starts (as Redis freezes the
+//! clock while a script runs), on the caller's tokio clock. A key whose
+//! expiry has passed is gone for whoever looks at it. Expired keys that
+//! nobody looks at again are swept once the store holds many keys, so a
+//! service that locks per order keeps no more than its live locks plus a
+//! bounded remainder. Only then: each runtime has its own clock (a test's
+//! may be paused or advanced by hand), and a sweep judges every key by the
+//! clock of the call that runs it; below the threshold, a key is only ever
+//! judged by those who use it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Keys beyond which a write sweeps out every expired key.
+const SWEEP_ABOVE: usize = 4096;
+
+/// The keys, their values and expiries.
+#[derive(Debug)]
+pub(crate) struct Keyspace {
+    entries: HashMap<String, Entry>,
+    /// `(expiry, key)` of every key that has one.
+    expiries: BTreeSet<(Instant, String)>,
+    /// The last `TIME` answered, in µs, so it never repeats or goes back.
+    last_time_us: u64,
+    /// The current call's instant.
+    now: Instant,
+    /// Channels published on by the current call, delivered after it.
+    published: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    value: String,
+    expires_at: Option<Instant>,
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            expiries: BTreeSet::new(),
+            last_time_us: 0,
+            now: Instant::now(),
+            published: Vec::new(),
+        }
+    }
+}
+
+impl Keyspace {
+    /// Starts a call at `now`.
+    pub(crate) fn begin(&mut self, now: Instant) {
+        self.now = now;
+        self.published.clear();
+        if self.entries.len() > SWEEP_ABOVE {
+            self.sweep();
+        }
+    }
+
+    /// Ends a call: the channels it published on, in order.
+    pub(crate) fn finish(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.published)
+    }
+
+    /// `GET`.
+    pub(crate) fn get(&mut self, key: &str) -> Option<&str> {
+        self.drop_if_expired(key);
+        self.entries.get(key).map(|entry| entry.value.as_str())
+    }
+
+    /// `SET key value NX PX ttl`: true when it was set.
+    pub(crate) fn set_nx_px(&mut self, key: &str, value: String, ttl_ms: u64) -> bool {
+        if self.get(key).is_some() {
+            return false;
+        }
+        self.entries.insert(
+            key.to_owned(),
+            Entry {
+                value,
+                expires_at: None,
+            },
+        );
+        self.pexpire(key, ttl_ms);
+        true
+    }
+
+    /// `DEL` of one key: true when it existed.
+    pub(crate) fn del(&mut self, key: &str) -> bool {
+        self.drop_if_expired(key);
+        match self.entries.remove(key) {
+            Some(entry) => {
+                if let Some(at) = entry.expires_at {
+                    self.expiries.remove(&(at, key.to_owned()));
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `PEXPIRE key ms`: true when the key exists.
+    pub(crate) fn pexpire(&mut self, key: &str, ms: u64) -> bool {
+        self.drop_if_expired(key);
+        let at = self.now + Duration::from_millis(ms);
+        let Some(entry) = self.entries.get_mut(key) else {
+            return false;
+        };
+        if let Some(before) = entry.expires_at.replace(at) {
+            self.expiries.remove(&(before, key.to_owned()));
+        }
+        self.expiries.insert((at, key.to_owned()));
+        true
+    }
+
+    /// `PTTL`: milliseconds left, -1 without an expiry, -2 for no key.
+    pub(crate) fn pttl(&mut self, key: &str) -> i64 {
+        self.drop_if_expired(key);
+        match self.entries.get(key) {
+            None => -2,
+            Some(Entry {
+                expires_at: None, ..
+            }) => -1,
+            Some(Entry {
+                expires_at: Some(at),
+                ..
+            }) => {
+                let left = at.saturating_duration_since(self.now).as_millis();
+                i64::try_from(left).unwrap_or(i64::MAX)
+            }
+        }
+    }
+
+    /// `TIME`, in µs since the Unix epoch: the wall clock, but always later
+    /// than the previous answer (a fence taken from it must rise even if
+    /// the wall clock steps back).
+    pub(crate) fn time_us(&mut self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+            });
+        self.last_time_us = wall.max(self.last_time_us.saturating_add(1));
+        self.last_time_us
+    }
+
+    /// `PUBLISH channel ..`: delivered once the call ends.
+    pub(crate) fn publish(&mut self, channel: &str) {
+        self.published.push(channel.to_owned());
+    }
+
+    /// Every live key with its value and time left, for inspection.
+    pub(crate) fn live(&mut self) -> Vec<(String, String, Option<Duration>)> {
+        let now = self.now;
+        self.entries
+            .iter()
+            .filter(|(_, entry)| entry.expires_at.is_none_or(|at| at > now))
+            .map(|(key, entry)| {
+                let left = entry.expires_at.map(|at| at.saturating_duration_since(now));
+                (key.clone(), entry.value.clone(), left)
+            })
+            .collect()
+    }
+
+    /// How many keys are stored, expired ones not yet swept included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn drop_if_expired(&mut self, key: &str) {
+        let expired = self
+            .entries
+            .get(key)
+            .and_then(|entry| entry.expires_at)
+            .filter(|&at| at <= self.now);
+        if let Some(at) = expired {
+            self.entries.remove(key);
+            self.expiries.remove(&(at, key.to_owned()));
+        }
+    }
+
+    fn sweep(&mut self) {
+        while let Some((at, _)) = self.expiries.first()
+            && *at <= self.now
+        {
+            if let Some((_, key)) = self.expiries.pop_first() {
+                self.entries.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(keyspace: &mut Keyspace, start: Instant, ms: u64) {
+        keyspace.begin(start + Duration::from_millis(ms));
+    }
+
+    #[test]
+    fn set_nx_px_sets_once_and_expires_on_time() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        at(&mut keys, start, 0);
+        assert!(keys.set_nx_px("k", "a".into(), 100));
+        assert!(!keys.set_nx_px("k", "b".into(), 100));
+        assert_eq!(keys.get("k"), Some("a"));
+        assert_eq!(keys.pttl("k"), 100);
+        at(&mut keys, start, 99);
+        assert_eq!(keys.pttl("k"), 1);
+        at(&mut keys, start, 100);
+        assert_eq!(keys.get("k"), None);
+        assert_eq!(keys.pttl("k"), -2);
+        assert!(keys.set_nx_px("k", "b".into(), 100));
+    }
+
+    #[test]
+    fn pexpire_and_del_need_the_key() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        at(&mut keys, start, 0);
+        assert!(!keys.pexpire("k", 10));
+        assert!(!keys.del("k"));
+        keys.set_nx_px("k", "a".into(), 10);
+        at(&mut keys, start, 5);
+        assert!(keys.pexpire("k", 10));
+        at(&mut keys, start, 14);
+        assert_eq!(keys.get("k"), Some("a"));
+        assert!(keys.del("k"));
+        assert_eq!(keys.len(), 0);
+    }
+
+    #[test]
+    fn time_never_repeats() {
+        let mut keys = Keyspace::default();
+        let first = keys.time_us();
+        let second = keys.time_us();
+        assert!(second > first);
+        assert!(first > 1_700_000_000_000_000, "µs since the epoch: {first}");
+    }
+
+    #[test]
+    fn many_expired_keys_are_swept_without_being_read() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        at(&mut keys, start, 0);
+        for n in 0..=SWEEP_ABOVE {
+            keys.set_nx_px(&format!("k{n}"), "v".into(), 10);
+        }
+        at(&mut keys, start, 20);
+        assert_eq!(keys.len(), 0);
+    }
+
+    #[test]
+    fn publishing_is_delivered_when_the_call_ends() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        keys.publish("c");
+        assert_eq!(keys.finish(), ["c"]);
+        assert!(keys.finish().is_empty());
+    }
+}

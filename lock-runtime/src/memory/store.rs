@@ -1,0 +1,230 @@
+//! [`MemoryStore`]: an in-process stand-in for a Redis server, shared by
+//! every locker configured with it, and the hooks tests use on it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use super::Twin;
+use super::keyspace::Keyspace;
+
+/// Now, on the tokio clock of the runtime that calls.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Where in-memory locks live: what a Redis server is to lockers on Redis.
+/// Lockers built from configurations that name the same store contend
+/// with each other, like processes on one server; distinct stores never
+/// meet.
+///
+/// [`LockConfig::in_memory`](crate::LockConfig::in_memory) makes a new
+/// store, and its clones share it; `memory://` names the process-wide
+/// store ([`MemoryStore::shared`]), and `memory://<name>` a named one.
+///
+/// Its methods are for tests and for looking inside: which locks are held,
+/// and ending a lease now, to see what a holder does when it loses its
+/// lock.
+///
+/// ```
+/// use lock_runtime::{LockConfig, Locker, memory::MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_runtime::LockError> {
+/// let store = MemoryStore::new();
+/// let locker = Locker::connect(LockConfig::in_memory_store(&store)).await?;
+/// let guard = locker.lock("stock:42").acquire().await?;
+/// assert_eq!(store.holders()[0].name, "stock:42");
+/// assert_eq!(store.expire("stock:42"), 1); // the watchdog reports it lost
+/// # drop(guard);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    name: Option<String>,
+    keyspace: Mutex<Keyspace>,
+    /// Each locker's release listener: called with a channel published
+    /// on; answers false once its locker is gone.
+    listeners: Mutex<Vec<Box<dyn Listener>>>,
+}
+
+/// A locker's release listener, as the store sees it.
+pub(crate) trait Listener: Send + Sync {
+    /// A release was published on `channel`; false once the locker is gone.
+    fn released(&self, channel: &str) -> bool;
+    /// How many of the locker's acquisitions wait on `channel`.
+    fn waiting(&self, channel: &str) -> usize;
+}
+
+/// A lock held in a [`MemoryStore`], as [`MemoryStore::holders`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldLock {
+    /// The lock's name, as requested (`stock:42`).
+    pub name: String,
+    /// The key it is stored under, with the locker's prefix.
+    pub key: String,
+    /// The fencing token of its holder.
+    pub fence: u64,
+    /// How long its lease still runs, on the clock of the runtime asking.
+    pub remaining: Duration,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner.name {
+            Some(name) => write!(f, "MemoryStore({name:?})"),
+            None => f.write_str("MemoryStore"),
+        }
+    }
+}
+
+impl MemoryStore {
+    /// A new, empty store of its own.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The process-wide store: `memory://`.
+    pub fn shared() -> Self {
+        Self::named("")
+    }
+
+    /// The process-wide store called `name`: `memory://<name>`.
+    pub fn named(name: &str) -> Self {
+        static STORES: OnceLock<Mutex<HashMap<String, MemoryStore>>> = OnceLock::new();
+        let mut stores = STORES
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        stores
+            .entry(name.to_owned())
+            .or_insert_with(|| Self {
+                inner: Arc::new(Inner {
+                    name: Some(name.to_owned()),
+                    ..Inner::default()
+                }),
+            })
+            .clone()
+    }
+
+    /// Every lock held now, in no particular order (never its owner's
+    /// token).
+    pub fn holders(&self) -> Vec<HeldLock> {
+        let mut keyspace = self.keyspace();
+        keyspace.begin(now());
+        let live = keyspace.live();
+        drop(keyspace);
+        live.into_iter()
+            .filter_map(|(key, value, remaining)| {
+                let name = crate::keys::name_of(&key)?;
+                let (_, fence) = value.rsplit_once(':')?;
+                Some(HeldLock {
+                    name,
+                    fence: fence.parse().ok()?,
+                    remaining: remaining?,
+                    key,
+                })
+            })
+            .collect()
+    }
+
+    /// Ends the lease of every lock named `name` (under any prefix) now,
+    /// as if its time had run out on a server; returns how many there were.
+    /// Its holder is told at the watchdog's next renewal (within a third of
+    /// its ttl), or at the end of its validity for a fixed lease, exactly
+    /// as on Redis; waiters, as on Redis, are not messaged and retry when
+    /// the lease they were told of would have ended.
+    pub fn expire(&self, name: &str) -> usize {
+        let mut keyspace = self.keyspace();
+        keyspace.begin(now());
+        let keys: Vec<String> = keyspace
+            .live()
+            .into_iter()
+            .map(|(key, _, _)| key)
+            .filter(|key| crate::keys::name_of(key).as_deref() == Some(name))
+            .collect();
+        keys.iter().filter(|key| keyspace.del(key)).count()
+    }
+
+    /// How many acquisitions wait for lock `name` (under any prefix) to be
+    /// released, in every locker on this store: for a test that must know
+    /// a rival is queued before it lets go.
+    pub fn waiting(&self, name: &str) -> usize {
+        let channels: Vec<String> = self
+            .keyspace()
+            .live()
+            .into_iter()
+            .map(|(key, _, _)| key)
+            .filter(|key| crate::keys::name_of(key).as_deref() == Some(name))
+            .map(|key| format!("{key}:released"))
+            .collect();
+        let listeners = self.listeners();
+        channels
+            .iter()
+            .flat_map(|channel| listeners.iter().map(move |l| l.waiting(channel)))
+            .sum()
+    }
+
+    /// Runs `script` (a lock script's twin) on the store at the caller's time, then delivers what
+    /// it published to every listening locker.
+    pub(crate) fn execute(
+        &self,
+        script: Twin,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<redis::Value, String> {
+        let mut keyspace = self.keyspace();
+        keyspace.begin(now());
+        let answer = script(&mut keyspace, keys, args);
+        let published = keyspace.finish();
+        drop(keyspace);
+        if !published.is_empty() {
+            let mut listeners = self.listeners();
+            for channel in &published {
+                listeners.retain(|listener| listener.released(channel));
+            }
+        }
+        answer
+    }
+
+    /// Adds a locker's release listener.
+    pub(crate) fn listen(&self, listener: Box<dyn Listener>) {
+        self.listeners().push(listener);
+    }
+
+    fn keyspace(&self) -> MutexGuard<'_, Keyspace> {
+        // The keyspace stays consistent even if a call panicked mid-way.
+        self.inner
+            .keyspace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn listeners(&self) -> MutexGuard<'_, Vec<Box<dyn Listener>>> {
+        self.inner
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_stores_are_shared_by_name() {
+        let a = MemoryStore::named("orders-test");
+        let b = MemoryStore::named("orders-test");
+        assert!(Arc::ptr_eq(&a.inner, &b.inner));
+        assert!(!Arc::ptr_eq(&a.inner, &MemoryStore::new().inner));
+        assert!(!Arc::ptr_eq(&a.inner, &MemoryStore::shared().inner));
+        assert_eq!(format!("{a:?}"), "MemoryStore(\"orders-test\")");
+    }
+}

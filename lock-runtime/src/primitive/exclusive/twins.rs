@@ -1,0 +1,179 @@
+//! The in-memory twins of the exclusive lock's node scripts
+//! ([`super::scripts`]): the same steps, in the same order, over the
+//! in-memory store's keyspace, with the same answers. Read each next to
+//! its Lua; a change to one is a change to both.
+
+use redis::Value;
+
+use crate::memory::Keyspace;
+
+/// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
+fn nth<'a>(list: &'a [String], n: usize, what: &str) -> Result<&'a str, String> {
+    list.get(n - 1)
+        .map(String::as_str)
+        .ok_or_else(|| format!("{what}[{n}] is missing"))
+}
+
+fn number(text: &str, what: &str) -> Result<u64, String> {
+    text.parse()
+        .map_err(|_| format!("{what} `{text}` is not a whole number"))
+}
+
+fn int(n: u64) -> Value {
+    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// The fence in a held value `<token>:<fence>` whose owner is `mine`
+/// (`<token>:`), if it is that owner's.
+fn fence_if_mine(held: &str, mine: &str) -> Option<u64> {
+    held.strip_prefix(mine).and_then(|fence| fence.parse().ok())
+}
+
+/// [`super::scripts::ACQUIRE`].
+pub(super) fn acquire(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+    let (lock, token) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
+    let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
+    let mine = format!("{token}:");
+    if keys.get(lock).is_none() {
+        let fence = keys.time_us();
+        keys.set_nx_px(lock, format!("{mine}{fence}"), ttl);
+        return Ok(Value::Array(vec![int(1), int(fence)]));
+    }
+    if let Some(fence) = keys.get(lock).and_then(|held| fence_if_mine(held, &mine)) {
+        keys.pexpire(lock, ttl);
+        return Ok(Value::Array(vec![int(1), int(fence)]));
+    }
+    Ok(Value::Array(vec![int(0), Value::Int(keys.pttl(lock))]))
+}
+
+/// [`super::scripts::RELEASE`]. `ARGV[3]`, the publish command, makes no
+/// difference in memory.
+pub(super) fn release(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+    let (lock, token, channel) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
+    let mine = format!("{token}:");
+    if keys.get(lock).is_some_and(|held| held.starts_with(&mine)) {
+        keys.del(lock);
+        keys.publish(channel);
+        return Ok(int(1));
+    }
+    Ok(int(0))
+}
+
+/// [`super::scripts::BLIND_RELEASE`].
+#[cfg(feature = "sabotage")]
+pub(super) fn blind_release(
+    keys: &mut Keyspace,
+    k: &[String],
+    a: &[String],
+) -> Result<Value, String> {
+    keys.del(nth(k, 1, "KEYS")?);
+    keys.publish(nth(a, 2, "ARGV")?);
+    Ok(int(1))
+}
+
+/// [`super::scripts::EXTEND`].
+pub(super) fn extend(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+    let mut renewed = Vec::with_capacity(k.len());
+    for (i, lock) in k.iter().enumerate() {
+        let mine = format!("{}:", nth(a, 2 * i + 1, "ARGV")?);
+        let ttl = number(nth(a, 2 * i + 2, "ARGV")?, "the ttl")?;
+        if keys.get(lock).is_some_and(|held| held.starts_with(&mine)) {
+            keys.pexpire(lock, ttl);
+            renewed.push(int(1));
+        } else {
+            renewed.push(int(0));
+        }
+    }
+    Ok(Value::Array(renewed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn ints(value: &Value) -> Vec<i64> {
+        match value {
+            Value::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    Value::Int(n) => *n,
+                    other => panic!("not an integer: {other:?}"),
+                })
+                .collect(),
+            Value::Int(n) => vec![*n],
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    #[test]
+    fn acquire_is_idempotent_for_its_owner_and_busy_for_others() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        let lock = strings(&["lock:{a}"]);
+        let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap());
+        assert_eq!(first[0], 1);
+        let again = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap());
+        assert_eq!(again, first, "a retry gets the same fence");
+        let other = ints(&acquire(&mut keys, &lock, &strings(&["t2", "1000"])).unwrap());
+        assert_eq!(other, [0, 1000]);
+        // A token that is a prefix of the owner's is not the owner.
+        let prefix = ints(&acquire(&mut keys, &lock, &strings(&["t", "1000"])).unwrap());
+        assert_eq!(prefix[0], 0);
+    }
+
+    #[test]
+    fn fences_rise_from_one_owner_to_the_next() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        keys.begin(start);
+        let lock = strings(&["lock:{a}"]);
+        let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "10"])).unwrap())[1];
+        keys.begin(start + Duration::from_millis(10));
+        let second = ints(&acquire(&mut keys, &lock, &strings(&["t2", "10"])).unwrap())[1];
+        assert!(second > first);
+    }
+
+    #[test]
+    fn only_the_owner_releases_and_renews() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        let lock = strings(&["lock:{a}"]);
+        acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
+        let release_as = |keys: &mut Keyspace, token: &str| {
+            ints(
+                &release(
+                    keys,
+                    &lock,
+                    &strings(&[token, "lock:{a}:released", "PUBLISH"]),
+                )
+                .unwrap(),
+            )
+        };
+        let extend_as = |keys: &mut Keyspace, token: &str| {
+            ints(&extend(keys, &lock, &strings(&[token, "5000"])).unwrap())
+        };
+        assert_eq!(release_as(&mut keys, "t2"), [0]);
+        assert_eq!(extend_as(&mut keys, "t2"), [0]);
+        assert!(keys.finish().is_empty(), "nothing published");
+        assert_eq!(extend_as(&mut keys, "t1"), [1]);
+        assert_eq!(keys.pttl("lock:{a}"), 5000);
+        assert_eq!(release_as(&mut keys, "t1"), [1]);
+        assert_eq!(keys.finish(), ["lock:{a}:released"]);
+        assert_eq!(keys.pttl("lock:{a}"), -2);
+    }
+
+    #[test]
+    fn a_malformed_call_is_an_error_not_a_panic() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        assert!(acquire(&mut keys, &[], &[]).is_err());
+        let lock = strings(&["lock:{a}"]);
+        assert!(acquire(&mut keys, &lock, &strings(&["t1", "soon"])).is_err());
+        assert!(extend(&mut keys, &lock, &strings(&["t1"])).is_err());
+    }
+}
