@@ -3,6 +3,7 @@
 //! instead of guessing how long it takes to arrive.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, Locker};
@@ -294,4 +295,37 @@ pub async fn hold_renew_and_hand_over(holder: &Locker, waiter: Locker, name: &st
     let (next, stats) = waiting.await.unwrap();
     assert!(next > fence);
     assert!(stats.release_wakeups >= 1, "{stats:?}");
+}
+
+/// An account whose deposit is a racy read, pause, write (an await where
+/// another future can run in between), and that counts the moments two
+/// deposits were inside at once: what a lock must serialize.
+#[derive(Debug, Default)]
+pub struct RacyAccount {
+    balance: AtomicU32,
+    inside: AtomicU32,
+    overlaps: AtomicU32,
+}
+
+impl RacyAccount {
+    /// One deposit: read, pause 5 ms, write the read value plus one.
+    pub async fn add_one(&self) {
+        if self.inside.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        let balance = self.balance.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        self.balance.store(balance + 1, Ordering::SeqCst);
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Deposits that landed.
+    pub fn balance(&self) -> u32 {
+        self.balance.load(Ordering::SeqCst)
+    }
+
+    /// Times a deposit began while another was inside.
+    pub fn overlaps(&self) -> u32 {
+        self.overlaps.load(Ordering::SeqCst)
+    }
 }

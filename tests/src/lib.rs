@@ -21,11 +21,14 @@
 //!   online slot migration.
 //! - [`sentinel`]: a master, a replica and three sentinels ([`SentinelSetup`]).
 //! - [`tls`]: a private CA made at run time, and servers that speak TLS.
+//! - [`conformance`]: the deployments the conformance suite holds every
+//!   backend to, one [`conformance::Site`] per test.
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
 pub mod chaos;
 pub mod cluster;
+pub mod conformance;
 pub mod exclusion;
 pub mod fault_proxy;
 pub mod fixtures;

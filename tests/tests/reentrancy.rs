@@ -8,49 +8,29 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lock_runtime::{LockError, Locker, distributed_lock};
 use lock_tests::RedisServer;
-use lock_tests::fixtures::locker;
+use lock_tests::fixtures::{RacyAccount, locker};
 
-/// An account whose deposit is a racy read-modify-write (read, pause,
-/// write), watched for two deposits inside at once.
+/// A racy account and the locker its deposits lock with.
 struct Ledger {
     locker: Locker,
-    balance: AtomicU32,
-    inside: AtomicU32,
-    overlaps: AtomicU32,
+    account: RacyAccount,
 }
 
 impl Ledger {
     async fn new(server: &RedisServer) -> Self {
         Self {
             locker: locker(&server.url()).await,
-            balance: AtomicU32::new(0),
-            inside: AtomicU32::new(0),
-            overlaps: AtomicU32::new(0),
+            account: RacyAccount::default(),
         }
     }
 
-    /// The read, a pause (an await where another future can run), the write.
     async fn add_one(&self) {
-        if self.inside.fetch_add(1, Ordering::SeqCst) > 0 {
-            self.overlaps.fetch_add(1, Ordering::SeqCst);
-        }
-        let balance = self.balance.load(Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        self.balance.store(balance + 1, Ordering::SeqCst);
-        self.inside.fetch_sub(1, Ordering::SeqCst);
+        self.account.add_one().await;
     }
 
     fn assert_serialized(&self, deposits: u32) {
-        assert_eq!(
-            self.overlaps.load(Ordering::SeqCst),
-            0,
-            "two deposits ran at once"
-        );
-        assert_eq!(
-            self.balance.load(Ordering::SeqCst),
-            deposits,
-            "a deposit was lost"
-        );
+        assert_eq!(self.account.overlaps(), 0, "two deposits ran at once");
+        assert_eq!(self.account.balance(), deposits, "a deposit was lost");
         // All of it under the one lock the outermost call took.
         assert_eq!(self.locker.stats().acquired, 1);
     }
@@ -115,7 +95,7 @@ async fn selected_nested_calls_take_turns() {
     // The one-deposit branch won after one deposit of the other branch
     // started or not: never two at once.
     assert_eq!(
-        ledger.overlaps.load(Ordering::SeqCst),
+        ledger.account.overlaps(),
         0,
         "two deposits ran at once"
     );
@@ -189,7 +169,7 @@ async fn a_nested_call_waits_for_its_turn_only_within_its_own_wait() {
     let entered = AtomicU32::new(0);
     let refused = hold_then_try(&ledger, 5, &entered).await.unwrap();
     assert!(matches!(refused, LockError::Timeout { .. }), "{refused:?}");
-    assert_eq!(ledger.balance.load(Ordering::SeqCst), 0);
+    assert_eq!(ledger.account.balance(), 0);
 }
 
 #[distributed_lock(key = "acct:<id>", locker = ledger.locker)]

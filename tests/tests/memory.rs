@@ -1,0 +1,149 @@
+//! The in-memory store as a product: the global locker on `memory://`
+//! across `#[tokio::test]` runtimes with clocks of their own, the test
+//! hooks, paused time, and use outside a runtime. (The behaviours it shares
+//! with Redis are in `conformance.rs`.)
+
+use std::time::Duration;
+
+use lock_runtime::memory::MemoryStore;
+use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
+
+/// The global locker on the process-wide store, whichever test comes first.
+async fn init_global() {
+    match lock_runtime::init(LockConfig::from_url("memory://").unwrap()).await {
+        Ok(()) | Err(LockError::AlreadyInitialized) => {}
+        Err(err) => panic!("{err}"),
+    }
+}
+
+#[distributed_lock(key = "report:<name>", ttl = "30s")]
+async fn nightly_report(name: &str, work: Duration) -> Result<u64, LockError> {
+    tokio::time::sleep(work).await;
+    Ok(lock_runtime::current().map_or(0, |lock| lock.fence()))
+}
+
+/// Each of these runs on a runtime of its own, with its own paused clock,
+/// in parallel with the others, on the one global locker: ten minutes of
+/// work under a 30 s lease each, renewed on its own clock.
+#[tokio::test(start_paused = true)]
+async fn the_global_locker_serves_runtime_a() {
+    init_global().await;
+    let fence = nightly_report("a", Duration::from_secs(600)).await.unwrap();
+    assert!(fence > 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_global_locker_serves_runtime_b() {
+    init_global().await;
+    let fence = nightly_report("b", Duration::from_secs(600)).await.unwrap();
+    assert!(fence > 0);
+}
+
+#[tokio::test]
+async fn the_global_locker_serves_an_unpaused_runtime() {
+    init_global().await;
+    nightly_report("c", Duration::from_millis(20))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_minutes_under_a_30s_lease_are_renewed_on_the_paused_clock() {
+    let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+    let guard = locker
+        .lock("long")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(guard.is_held());
+    // Every ttl/3 at the latest: 60 renewals fall due in ten minutes, the
+    // last at the very moment this test wakes.
+    assert!(locker.stats().renewed >= 59, "{:?}", locker.stats());
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hooks_show_holders_and_waiters_and_end_leases() {
+    let store = MemoryStore::new();
+    let config = LockConfig::in_memory_store(&store).key_prefix("shop:");
+    let (a, b) = (
+        Locker::connect(config.clone()).await.unwrap(),
+        Locker::connect(config).await.unwrap(),
+    );
+    let guard = a
+        .lock("stock:}42")
+        .ttl(Duration::from_secs(9))
+        .acquire()
+        .await
+        .unwrap();
+    let held = store.holders();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].name, "stock:}42");
+    assert_eq!(held[0].key, "shop:{stock:%7D42}");
+    assert_eq!(held[0].fence, guard.fence());
+    assert_eq!(held[0].remaining, Duration::from_secs(9));
+
+    assert_eq!(store.waiting("stock:}42"), 0);
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.lock("stock:}42")
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(store.waiting("stock:}42"), 1);
+
+    // Ending the lease: the holder is told at its next renewal, and the
+    // waiter takes the lock when the lease it was told of would have ended.
+    assert_eq!(store.expire("stock:}42"), 1);
+    assert_eq!(store.expire("stock:}42"), 0);
+    tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("told at the next renewal");
+    let next = waiting.await.unwrap().unwrap();
+    assert!(next.fence() > guard.fence());
+    assert_eq!(store.holders()[0].fence, next.fence());
+    assert_eq!(store.waiting("stock:}42"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stores_are_separate_unless_shared() {
+    let (one, other) = (LockConfig::in_memory(), LockConfig::in_memory());
+    let a = Locker::connect(one.clone()).await.unwrap();
+    let same = Locker::connect(one).await.unwrap();
+    let elsewhere = Locker::connect(other).await.unwrap();
+    let _held = a.lock("k").acquire().await.unwrap();
+    assert!(same.lock("k").try_acquire().await.unwrap().is_none());
+    assert!(elsewhere.lock("k").try_acquire().await.unwrap().is_some());
+    let named = LockConfig::from_url("memory://conformance-named").unwrap();
+    let _named = Locker::connect(named)
+        .await
+        .unwrap()
+        .lock("k")
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(MemoryStore::named("conformance-named").holders().len(), 1);
+}
+
+#[test]
+fn outside_any_runtime_an_acquisition_is_a_config_error_not_a_panic() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let locker = runtime
+        .block_on(Locker::connect(LockConfig::in_memory()))
+        .unwrap();
+    drop(runtime);
+    let attempt = futures_util::FutureExt::now_or_never(locker.lock("k").acquire());
+    let Some(Err(LockError::Config(text))) = attempt else {
+        panic!("{attempt:?}");
+    };
+    assert!(text.contains("runtime"), "{text}");
+}
