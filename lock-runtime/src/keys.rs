@@ -7,10 +7,13 @@
 //! and `lock:{}x}` hashes nothing, so its channel lands in another slot);
 //! so the name is escaped inside the tag: `%` becomes `%25` and `}`
 //! becomes `%7D`. The escape is injective (two names never share a key)
-//! and leaves every name without `%` and `}` as it was. The prefix may not
-//! contain `{`, which would move the tag (see [`crate::config::rules`]).
+//! and leaves every name without `%` and `}` as it was ([`hash_tag`]).
+//! The prefix may not contain `{`, which would move the tag (see
+//! [`crate::config::rules`]).
 
 use std::sync::Arc;
+
+use crate::hash_tag;
 
 use crate::error::LockError;
 
@@ -32,7 +35,7 @@ impl LockKeys {
     /// The keys of lock `name` under `prefix` (already validated).
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
         crate::config::rules::check_lock_name(name)?;
-        let lock = format!("{prefix}{{{}}}", escape(name));
+        let lock = format!("{prefix}{{{}}}", hash_tag::escape(name));
         Ok(Self {
             inner: Arc::new(Names {
                 name: name.to_owned(),
@@ -71,47 +74,6 @@ impl LockKeys {
     pub(crate) fn up_mark(&self) -> String {
         format!("{}up-for", &self.inner.lock[..self.inner.prefix_len])
     }
-}
-
-/// The lock name a lock key was made from (the inverse of
-/// [`LockKeys::lock`]): the text between the first `{` and the key's final
-/// `}`, unescaped. None for a key no lock has (a channel, a counter).
-pub(crate) fn name_of(key: &str) -> Option<String> {
-    let open = key.find('{')?;
-    let tag = key.get(open + 1..)?.strip_suffix('}')?;
-    if tag.is_empty() || tag.contains('}') {
-        return None;
-    }
-    let mut name = String::with_capacity(tag.len());
-    let mut rest = tag;
-    while let Some(at) = rest.find('%') {
-        name.push_str(&rest[..at]);
-        let code = rest.get(at..at + 3)?;
-        name.push(match code {
-            "%25" => '%',
-            "%7D" => '}',
-            _ => return None,
-        });
-        rest = &rest[at + 3..];
-    }
-    name.push_str(rest);
-    Some(name)
-}
-
-/// `name` with `%` and `}` escaped, so that it can sit inside a hash tag.
-fn escape(name: &str) -> std::borrow::Cow<'_, str> {
-    if !name.contains(['%', '}']) {
-        return name.into();
-    }
-    let mut escaped = String::with_capacity(name.len() + 8);
-    for c in name.chars() {
-        match c {
-            '%' => escaped.push_str("%25"),
-            '}' => escaped.push_str("%7D"),
-            c => escaped.push(c),
-        }
-    }
-    escaped.into()
 }
 
 #[cfg(test)]
@@ -169,17 +131,6 @@ mod tests {
             LockKeys::new("lock:", "%7D").unwrap().lock(),
             "lock:{%257D}"
         );
-    }
-
-    #[test]
-    fn a_lock_key_gives_back_its_name() {
-        for name in ["stock:42", "}x", "a%7Db", "{}", "%", "x\ny z*?["] {
-            let keys = LockKeys::new("orders:lock:", name).unwrap();
-            assert_eq!(name_of(keys.lock()).as_deref(), Some(name), "{name:?}");
-        }
-        assert_eq!(name_of("lock:{a}:released"), None);
-        assert_eq!(name_of("lock:fence-counter"), None);
-        assert_eq!(name_of("lock:{}"), None);
     }
 
     #[test]

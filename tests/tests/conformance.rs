@@ -503,7 +503,11 @@ mod behaviours {
     }
 
     #[distributed_lock(key = "acct:<id>", locker = locker)]
-    async fn deposit_twice(locker: &Locker, account: &RacyAccount, id: u32) -> Result<u64, LockError> {
+    async fn deposit_twice(
+        locker: &Locker,
+        account: &RacyAccount,
+        id: u32,
+    ) -> Result<u64, LockError> {
         let outer = lock_runtime::current().map_or(0, |lock| lock.fence());
         let (a, b) = tokio::join!(deposit(locker, account, id), deposit(locker, account, id));
         assert_eq!(

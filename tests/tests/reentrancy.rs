@@ -94,11 +94,7 @@ async fn selected_nested_calls_take_turns() {
     deposits_selected(&ledger, 2).await.unwrap();
     // The one-deposit branch won after one deposit of the other branch
     // started or not: never two at once.
-    assert_eq!(
-        ledger.account.overlaps(),
-        0,
-        "two deposits ran at once"
-    );
+    assert_eq!(ledger.account.overlaps(), 0, "two deposits ran at once");
     assert_eq!(ledger.locker.stats().acquired, 1);
 }
 

@@ -122,7 +122,7 @@ impl MemoryStore {
         drop(keyspace);
         live.into_iter()
             .filter_map(|(key, value, remaining)| {
-                let name = crate::keys::name_of(&key)?;
+                let name = crate::hash_tag::name_of(&key)?;
                 let (_, fence) = value.rsplit_once(':')?;
                 Some(HeldLock {
                     name,
@@ -147,7 +147,7 @@ impl MemoryStore {
             .live()
             .into_iter()
             .map(|(key, _, _)| key)
-            .filter(|key| crate::keys::name_of(key).as_deref() == Some(name))
+            .filter(|key| crate::hash_tag::name_of(key).as_deref() == Some(name))
             .collect();
         keys.iter().filter(|key| keyspace.del(key)).count()
     }
@@ -161,7 +161,7 @@ impl MemoryStore {
             .live()
             .into_iter()
             .map(|(key, _, _)| key)
-            .filter(|key| crate::keys::name_of(key).as_deref() == Some(name))
+            .filter(|key| crate::hash_tag::name_of(key).as_deref() == Some(name))
             .map(|key| format!("{key}:released"))
             .collect();
         let listeners = self.listeners();
