@@ -12,7 +12,7 @@ use crate::errors::Errors;
 use crate::key_template::KeyTemplate;
 
 const VALID: &str =
-    "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `reentrant`, `locker` and `crate`";
+    "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `reentrant`, `max_hold`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +39,7 @@ pub(crate) struct Complete {
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
     pub(crate) reentrant: bool,
+    pub(crate) max_hold: Option<DurationArg>,
     pub(crate) locker: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -100,6 +101,9 @@ impl LockArgs {
                 "wait" => string(&value, &label)
                     .and_then(|lit| duration::parse(&lit, "wait"))
                     .map(|d| args.wait = Some(d)),
+                "max_hold" => string(&value, &label)
+                    .and_then(|lit| max_hold(&lit))
+                    .map(|d| args.max_hold = Some(d)),
                 "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
                 "reentrant" => boolean(&value, &label).map(|b| args.reentrant = Some(b)),
                 "on_lost" => string(&value, &label)
@@ -142,6 +146,7 @@ impl LockArgs {
             watchdog: rest.watchdog,
             on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
             reentrant: rest.reentrant.unwrap_or(true),
+            max_hold: rest.max_hold,
             locker: rest.locker,
             krate: rest.krate,
         })
@@ -156,6 +161,7 @@ struct Partial {
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
     reentrant: Option<bool>,
+    max_hold: Option<DurationArg>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }
@@ -200,6 +206,7 @@ fn example(name: &str) -> &'static str {
         "ttl" => "`ttl = \"3s\"`",
         "wait" => "`wait = \"2s\"`",
         "on_lost" => "`on_lost = \"cancel\"`",
+        "max_hold" => "`max_hold = \"5m\"`",
         _ => "`crate = \"my_lock_runtime\"`",
     }
 }
@@ -229,6 +236,17 @@ fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
         ));
     }
     Ok(ttl)
+}
+
+fn max_hold(lit: &LitStr) -> syn::Result<DurationArg> {
+    let cap = duration::parse(lit, "max_hold")?;
+    if cap.nanos == 0 {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`max_hold` must be greater than zero: the lock would be given up as soon as it is taken",
+        ));
+    }
+    Ok(cap)
 }
 
 fn on_lost(lit: &LitStr) -> syn::Result<OnLost> {

@@ -135,6 +135,8 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
         None => quote!(::core::option::Option::None),
     };
     let (ttl, wait) = (duration(&args.ttl), duration(&args.wait));
+    let max_hold = duration(&args.max_hold);
+    let template = args.key.text();
     let watchdog = args.watchdog.unwrap_or(true);
     let reentrant = args.reentrant;
     let on_lost = match args.on_lost {
@@ -184,6 +186,8 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
                     watchdog: #watchdog,
                     on_lost: #on_lost,
                     reentrant: #reentrant,
+                    max_hold: #max_hold,
+                    template: #template,
                 },
                 #body,
             )

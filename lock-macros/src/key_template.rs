@@ -146,6 +146,11 @@ impl KeyTemplate {
         })
     }
 
+    /// The template as written, for the lock's metrics and traces.
+    pub(crate) fn text(&self) -> String {
+        self.lit.value()
+    }
+
     /// Checks that every placeholder names one of `bindings` (the
     /// function's parameter bindings, plus `self` for a method).
     pub(crate) fn check(&self, bindings: &[Ident]) -> syn::Result<()> {

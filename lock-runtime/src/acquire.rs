@@ -35,7 +35,7 @@ use crate::core::Core;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::keys::LockKeys;
-use crate::lease::Lease;
+use crate::lease::{Grant, Lease};
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::stats::Counters;
 use crate::token::OwnerToken;
@@ -50,6 +50,10 @@ pub(crate) struct Plan {
     pub(crate) wait: Duration,
     pub(crate) renews: bool,
     pub(crate) replicas: Option<ReplicaAck>,
+    /// Longest the watchdog may keep the lock (`max_hold`).
+    pub(crate) max_hold: Option<Duration>,
+    /// The lock's bounded name, for metrics and traces.
+    pub(crate) template: &'static str,
 }
 
 /// One acquisition in progress.
@@ -74,7 +78,7 @@ impl<'a> Attempt<'a> {
             },
             core,
             plan,
-            token: OwnerToken::random(),
+            token: OwnerToken::random(&core.holder),
             flight,
             landing: Some(landing),
             armed: false,
@@ -282,16 +286,18 @@ impl<'a> Attempt<'a> {
         if contended {
             Counters::bump(&counters.contended);
         }
-        let lease = Arc::new(Lease::new(
-            core.next_lease_id(),
-            self.plan.keys.clone(),
-            self.token.clone(),
+        let lease = Arc::new(Lease::new(Grant {
+            id: core.next_lease_id(),
+            keys: self.plan.keys.clone(),
+            token: self.token.clone(),
             fence,
-            self.plan.ttl,
-            Route::pooled(self.route.conn),
+            ttl: self.plan.ttl,
+            route: Route::pooled(self.route.conn),
             sent_at,
-            core.clock(),
-        ));
+            clock: core.clock(),
+            max_hold: self.plan.max_hold,
+            template: self.plan.template,
+        }));
         let watched = core
             .watchdog
             .watch(lease.clone(), self.plan.renews, sent_at);

@@ -26,6 +26,11 @@ pub struct Options {
     /// `reentrant = ..`: whether a call nested in one that holds the same
     /// key runs under that lock (`true`) or fails at once.
     pub reentrant: bool,
+    /// `max_hold = ".."`.
+    pub max_hold: Option<Duration>,
+    /// The key template as written (`"stock:<sku>"`): the bounded name of
+    /// the lock in metrics and traces.
+    pub template: &'static str,
 }
 
 /// Acquires the lock, runs `body` while holding it, releases it.
@@ -46,12 +51,18 @@ pub async fn run_locked<F: Future>(
     if let Some(holder) = held_by_this_task(locker.core(), &key) {
         return run_nested(&locker, key, holder, options, body).await;
     }
-    let mut request = locker.lock(key).watchdog(options.watchdog);
+    let mut request = locker
+        .lock(key)
+        .watchdog(options.watchdog)
+        .template(options.template);
     if let Some(ttl) = options.ttl {
         request = request.ttl(ttl);
     }
     if let Some(wait) = options.wait {
         request = request.wait(wait);
+    }
+    if let Some(cap) = options.max_hold {
+        request = request.max_hold(cap);
     }
     let guard = request.acquire().await?;
     let handle = guard.handle();
@@ -65,13 +76,22 @@ pub async fn run_locked<F: Future>(
             tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
         }
     }
-    outcome.ok_or(LockError::Lost { key })
+    outcome.ok_or_else(|| lost(&handle, key))
+}
+
+/// The error of a body that lost its lock: the hold cap, or a loss.
+fn lost(handle: &LockHandle, key: String) -> LockError {
+    match handle.lease().max_hold {
+        Some(cap) if handle.lease().capped() => LockError::HoldCapExceeded { key, cap },
+        _ => LockError::Lost { key },
+    }
 }
 
 /// A call nested in one that holds its key: no acquisition, one nested call
 /// at a time per holder (see [`crate::reentrancy`]). The holder's lease
-/// governs, so the nested call's `ttl` and `watchdog` do not apply; its
-/// `wait` bounds its wait for its turn, and its `on_lost` is its own.
+/// governs, so the nested call's `ttl`, `watchdog` and `max_hold` do not
+/// apply; its `wait` bounds its wait for its turn, and its `on_lost` is its
+/// own.
 async fn run_nested<F: Future>(
     locker: &Locker,
     key: String,
@@ -101,7 +121,7 @@ async fn run_nested<F: Future>(
     }
     run_body(locker, &holder.handle, options.on_lost, body)
         .await
-        .ok_or(LockError::Lost { key })
+        .ok_or_else(|| lost(&holder.handle, key))
 }
 
 /// Runs `body` as a call holding `handle`: `None` when the lock was lost
@@ -118,10 +138,14 @@ async fn run_body<F: Future>(
         // Granted, but with no validity left to run the body in.
         return None;
     }
-    let output = holding(
-        locker.core(),
-        handle.clone(),
-        lost::guarded(handle.lease(), on_lost, body),
+    // The body runs in the hold's span: its own events nest under the lock.
+    let output = tracing::Instrument::instrument(
+        holding(
+            locker.core(),
+            handle.clone(),
+            lost::guarded(handle.lease(), on_lost, body),
+        ),
+        handle.lease().span.clone(),
     )
     .await;
     lost::declare_if_lapsed(handle.lease(), &locker.core().counters);

@@ -22,6 +22,9 @@ pub(crate) struct Core {
     pub(crate) watchdog: Watching,
     pub(crate) releases: ReleaseListener,
     pub(crate) counters: std::sync::Arc<Counters>,
+    /// Who this locker is to whoever inspects its locks (the public part of
+    /// every owner token it makes).
+    pub(crate) holder: String,
     next_lease_id: AtomicU64,
 }
 
@@ -43,6 +46,7 @@ impl Core {
         counters: std::sync::Arc<Counters>,
     ) -> Self {
         Self {
+            holder: config.holder(),
             config,
             backend,
             host,

@@ -49,6 +49,17 @@ pub enum LockError {
         key: String,
     },
 
+    /// The lock was held for its whole hold cap (`max_hold`): the watchdog
+    /// stopped renewing it and its holder was told, as for a loss. A guard
+    /// against a stuck task holding a lock forever.
+    #[error("lock `{key}` was held for its whole hold cap of {cap:?} and given up")]
+    HoldCapExceeded {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// The cap it reached.
+        cap: std::time::Duration,
+    },
+
     /// The Redis server could not be reached or answered with an error.
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
@@ -113,7 +124,7 @@ impl From<LockError> for std::io::Error {
         use std::io::ErrorKind;
         let kind = match &error {
             LockError::Timeout { .. } => ErrorKind::TimedOut,
-            LockError::Lost { .. } => ErrorKind::Interrupted,
+            LockError::Lost { .. } | LockError::HoldCapExceeded { .. } => ErrorKind::Interrupted,
             LockError::Config(_) => ErrorKind::InvalidInput,
             LockError::NotInitialized
             | LockError::AlreadyInitialized

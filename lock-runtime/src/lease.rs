@@ -2,6 +2,7 @@
 //! watchdog: held, lost or released, and until when the holder may trust it.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -10,7 +11,7 @@ use crate::backend::Route;
 use crate::clock::Clock;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
-use crate::validity;
+use crate::{telemetry, validity};
 
 /// Where a lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +22,23 @@ pub(crate) enum LeaseState {
     Lost,
     /// Given back by the holder.
     Released,
+}
+
+/// What a grant is made of: everything a [`Lease`] starts from.
+pub(crate) struct Grant {
+    pub(crate) id: u64,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: OwnerToken,
+    pub(crate) fence: u64,
+    /// The lease length sent to the server, in whole milliseconds.
+    pub(crate) ttl: Duration,
+    pub(crate) route: Route,
+    /// When the acquire request was sent, on `clock`.
+    pub(crate) sent_at: Instant,
+    pub(crate) clock: Clock,
+    pub(crate) max_hold: Option<Duration>,
+    /// The bounded name of the lock for metrics and traces.
+    pub(crate) template: &'static str,
 }
 
 /// One acquired lock.
@@ -35,33 +53,45 @@ pub(crate) struct Lease {
     pub(crate) route: Route,
     /// The clock `sent_at` and the validity are on (see [`Clock`]).
     pub(crate) clock: Clock,
+    /// Longest the lease may be renewed for, from its send (`max_hold`).
+    pub(crate) max_hold: Option<Duration>,
+    /// The bounded name of the lock, for metrics (see [`crate::telemetry`]).
+    pub(crate) template: &'static str,
+    /// The hold's span: what happens to the lock while it is held (its
+    /// renewals failing, its loss, its release) is recorded in it.
+    pub(crate) span: tracing::Span,
+    granted_at: Instant,
+    /// Lost because it reached `max_hold`.
+    capped: AtomicBool,
     state: watch::Sender<LeaseState>,
     valid_until: Mutex<Instant>,
 }
 
 impl Lease {
-    /// A lease whose acquire request was sent at `sent_at` on `clock`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: u64,
-        keys: LockKeys,
-        token: OwnerToken,
-        fence: u64,
-        ttl: Duration,
-        route: Route,
-        sent_at: Instant,
-        clock: Clock,
-    ) -> Self {
+    /// A lease whose acquire request was sent at `grant.sent_at`.
+    pub(crate) fn new(grant: Grant) -> Self {
+        let span = tracing::debug_span!(
+            "lock.hold",
+            key = grant.keys.name(),
+            template = grant.template,
+            fence = grant.fence,
+        );
+        telemetry::granted(grant.template);
         Self {
-            id,
-            keys,
-            token,
-            fence,
-            ttl,
-            route,
-            clock,
+            id: grant.id,
+            valid_until: Mutex::new(validity::validity_end(grant.sent_at, grant.ttl)),
+            keys: grant.keys,
+            token: grant.token,
+            fence: grant.fence,
+            ttl: grant.ttl,
+            route: grant.route,
+            clock: grant.clock,
+            max_hold: grant.max_hold,
+            template: grant.template,
+            span,
+            granted_at: grant.sent_at,
+            capped: AtomicBool::new(false),
             state: watch::Sender::new(LeaseState::Held),
-            valid_until: Mutex::new(validity::validity_end(sent_at, ttl)),
         }
     }
 
@@ -97,9 +127,22 @@ impl Lease {
             if changed {
                 *state = to;
                 account();
+                let held = self.clock.now().saturating_duration_since(self.granted_at);
+                telemetry::ended(self.template, held);
             }
             changed
         })
+    }
+
+    /// Records that the lease was lost to its hold cap (before it leaves
+    /// `Held`, so that whoever sees `Lost` sees this too).
+    pub(crate) fn mark_capped(&self) {
+        self.capped.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the lease was lost to its hold cap.
+    pub(crate) fn capped(&self) -> bool {
+        self.capped.load(Ordering::SeqCst)
     }
 
     /// Marks the lease released by its holder (a later loss is not news).
@@ -118,16 +161,18 @@ mod tests {
     use super::*;
 
     fn lease() -> Lease {
-        Lease::new(
-            1,
-            LockKeys::new("lock:", "k").unwrap(),
-            OwnerToken::random(),
-            1,
-            Duration::from_secs(1),
-            Route::pooled(0),
-            Clock::Boot.now(),
-            Clock::Boot,
-        )
+        Lease::new(Grant {
+            id: 1,
+            keys: LockKeys::new("lock:", "k").unwrap(),
+            token: OwnerToken::random("test"),
+            fence: 1,
+            ttl: Duration::from_secs(1),
+            route: Route::pooled(0),
+            sent_at: Clock::Boot.now(),
+            clock: Clock::Boot,
+            max_hold: None,
+            template: "k",
+        })
     }
 
     #[test]

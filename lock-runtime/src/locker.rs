@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Route};
 use crate::background;
 use crate::config::{LockConfig, Topology};
 use crate::core::Core;
 use crate::error::LockError;
 use crate::host::Host;
-use crate::primitive::exclusive::scripts;
+use crate::inspect::LockInfo;
+use crate::keys::LockKeys;
+use crate::primitive::exclusive::{self, scripts};
 use crate::request::LockRequest;
 use crate::stats::{Counters, LockerStats};
 use crate::wait::{ReleaseListener, Timeouts};
@@ -60,6 +62,7 @@ impl Locker {
     /// in-memory store, on the runtime of each call).
     pub async fn connect(config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
+        crate::telemetry::describe();
         let host = match config.topology {
             Topology::Memory(_) => Host::Caller,
             _ => Host::Background(background::handle()?),
@@ -108,6 +111,74 @@ impl Locker {
     /// [`LockRequest::try_acquire`].
     pub fn lock(&self, key: impl Into<String>) -> LockRequest {
         LockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// What the servers know of lock `key` now (as a majority of masters
+    /// knows it, on Redlock): whether it is held, by whom
+    /// ([`LockConfig::holder_label`](crate::LockConfig::holder_label)),
+    /// with which fence, and for how long yet. Costs the locks nothing: it
+    /// reads what every acquisition writes anyway. Returns within two
+    /// bounded round trips.
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// let info = locker.inspect("stock:42").await?;
+    /// println!("{info:?}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, key: impl Into<String>) -> Result<LockInfo, LockError> {
+        let keys = LockKeys::new(&self.core.config.key_prefix, &key.into())?;
+        let (core, route) = (&self.core, Route::pooled(self.core.backend.pick()));
+        self.bounded("inspect", exclusive::inspect(&core.backend, route, &keys))
+            .await
+    }
+
+    /// Deletes lock `key` whoever holds it and wakes its waiters; true when
+    /// it was held. For operators: a lock stuck behind a holder that
+    /// cannot be stopped otherwise.
+    ///
+    /// **Dangerous**: the holder is not stopped, only told. It learns the
+    /// lock is gone at its next renewal (within a third of its ttl; with a
+    /// fixed lease, not before the lease's end), and its body is cancelled
+    /// then under `on_lost = "cancel"`; until then it and the next owner
+    /// both run. Only fences keep the guarded resource safe meanwhile. Every
+    /// call is logged at `warn`.
+    pub async fn force_unlock(&self, key: impl Into<String>) -> Result<bool, LockError> {
+        let keys = LockKeys::new(&self.core.config.key_prefix, &key.into())?;
+        let (core, route) = (&self.core, Route::pooled(self.core.backend.pick()));
+        let deleted = self
+            .bounded(
+                "force_unlock",
+                exclusive::force_release(&core.backend, route, &keys),
+            )
+            .await?;
+        tracing::warn!(
+            key = keys.name(),
+            was_held = deleted,
+            "lock force-unlocked; its holder is told at its next renewal"
+        );
+        Ok(deleted)
+    }
+
+    /// Runs an operator's `call` on this locker's host, within two bounded
+    /// round trips.
+    async fn bounded<T: Send>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, LockError>> + Send,
+    ) -> Result<T, LockError> {
+        self.core.host.check_runtime()?;
+        let bound = self.core.config.call_bound() * 2;
+        let bounded = async move {
+            match tokio::time::timeout(bound, call).await {
+                Ok(result) => result,
+                Err(_) => Err(LockError::redis_timeout(what, bound)),
+            }
+        };
+        // Boxed: see `LockRequest::acquire`.
+        let bounded: futures_util::future::BoxFuture<'_, _> =
+            Box::pin(self.core.host.enter(bounded));
+        bounded.await
     }
 
     /// The configuration this locker was built with.

@@ -55,25 +55,49 @@ pub(crate) enum Cause {
     /// The body ended after the lease's validity, before the watchdog's
     /// timer ran: the process was paused or starved past its lease.
     Lapsed,
+    /// The lease reached its hold cap (`max_hold`); the watchdog stopped
+    /// renewing it.
+    HoldCap,
 }
 
 impl Cause {
+    /// The metric label (see [`crate::telemetry`]).
+    fn label(self) -> &'static str {
+        match self {
+            Cause::Refused => "refused",
+            Cause::Unconfirmed => "unconfirmed",
+            Cause::LeaseEnded => "lease_ended",
+            Cause::Lapsed => "lapsed",
+            Cause::HoldCap => "hold_cap",
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Cause::Refused => "the server no longer holds it for us",
             Cause::Unconfirmed => "its lease ran out before a renewal was confirmed",
             Cause::LeaseEnded => "its fixed lease ended",
             Cause::Lapsed => "the process ran past its lease (paused or starved)",
+            Cause::HoldCap => "it was held for its whole hold cap (max_hold)",
         }
     }
 }
 
 /// Reports `lease` lost for `cause`: once, and never after a release.
 pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
-    if lease.leave_held(LeaseState::Lost, || Counters::bump(&counters.lost)) {
+    let account = || {
+        Counters::bump(&counters.lost);
+        if cause == Cause::HoldCap {
+            lease.mark_capped();
+        }
+    };
+    if lease.leave_held(LeaseState::Lost, account) {
+        crate::telemetry::loss(lease.template, cause.label());
         tracing::warn!(
+            parent: &lease.span,
             key = lease.keys.name(),
             fence = lease.fence,
+            cause = cause.label(),
             reason = cause.describe(),
             "lock lost"
         );

@@ -11,6 +11,7 @@ use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::keys::LockKeys;
 use crate::stats::Counters;
+use crate::telemetry;
 use std::sync::Arc;
 
 /// A lock request being built: `locker.lock(key).ttl(..).wait(..).acquire()`.
@@ -23,6 +24,8 @@ pub struct LockRequest {
     wait: Option<Duration>,
     watchdog: bool,
     replicas: Option<ReplicaAck>,
+    max_hold: Option<Duration>,
+    template: &'static str,
 }
 
 impl LockRequest {
@@ -34,6 +37,8 @@ impl LockRequest {
             wait: None,
             watchdog: true,
             replicas: None,
+            max_hold: None,
+            template: telemetry::NO_TEMPLATE,
         }
     }
 
@@ -59,6 +64,33 @@ impl LockRequest {
     /// it lost at that moment.
     pub fn watchdog(mut self, renew: bool) -> Self {
         self.watchdog = renew;
+        self
+    }
+
+    /// The longest this lock may be held (default: no cap), counted from
+    /// the acquire request. At the cap the watchdog stops renewing it and
+    /// the holder is told, as for a loss ([`LockGuard::lost`] completes;
+    /// an annotated body is cancelled and returns
+    /// [`LockError::HoldCapExceeded`]): a stuck task cannot hold a lock
+    /// forever. Zero is a [`LockError::Config`].
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let guard = locker.lock("nightly-report").max_hold(Duration::from_secs(300)).acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// A bounded name for this kind of lock, for metrics and traces
+    /// (`orders`, `stock:<sku>`): the label that groups it with its kind,
+    /// where the key itself (`stock:42`) would make one series per key.
+    /// The attribute sets its key template; default `-`.
+    pub fn template(mut self, template: &'static str) -> Self {
+        self.template = template;
         self
     }
 
@@ -120,6 +152,38 @@ impl LockRequest {
     }
 
     async fn run(self, wait: Option<Duration>) -> Result<LockGuard, LockError> {
+        let wait = wait.unwrap_or_else(|| self.resolved_wait());
+        let span = tracing::debug_span!(
+            "lock.acquire",
+            key = %self.key,
+            template = self.template,
+            outcome = tracing::field::Empty,
+            fence = tracing::field::Empty,
+            waited_ms = tracing::field::Empty,
+        );
+        let started = self.core.clock().now();
+        let result = self.attempt(wait, &span).await;
+        let waited = self.core.clock().now().saturating_duration_since(started);
+        let outcome = match &result {
+            Ok(guard) => {
+                span.record("fence", guard.fence());
+                "acquired"
+            }
+            Err(LockError::Timeout { .. }) if wait.is_zero() => "busy",
+            Err(LockError::Timeout { .. }) => "timeout",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        span.record(
+            "waited_ms",
+            u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        );
+        telemetry::acquisition(self.template, outcome, waited);
+        result
+    }
+
+    /// Checks the request, then runs the attempt (in `span`).
+    async fn attempt(&self, wait: Duration, span: &tracing::Span) -> Result<LockGuard, LockError> {
         self.core.host.check_runtime()?;
         let config = &self.core.config;
         let ttl = self.resolved_ttl();
@@ -128,20 +192,27 @@ impl LockRequest {
         if let Some(ack) = self.replicas {
             config.topology.check_replicas(ack)?;
         }
+        if self.max_hold.is_some_and(|cap| cap.is_zero()) {
+            return Err(LockError::config(format!(
+                "the max_hold of lock `{}` is zero: it would be given up as soon as it is taken",
+                self.key
+            )));
+        }
         let plan = Plan {
             keys,
             ttl: Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
-            wait: wait.unwrap_or_else(|| self.resolved_wait()),
+            wait,
             renews: self.watchdog,
             replicas: self.replicas.or(config.replicas),
+            max_hold: self.max_hold,
+            template: self.template,
         };
-        let span = tracing::debug_span!("lock.acquire", key = %self.key);
         let attempt = Attempt::new(&self.core, plan);
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
         let running: BoxFuture<'_, Result<LockGuard, LockError>> = Box::pin(
-            tracing::Instrument::instrument(self.core.host.enter(attempt.run()), span),
+            tracing::Instrument::instrument(self.core.host.enter(attempt.run()), span.clone()),
         );
         running.await
     }

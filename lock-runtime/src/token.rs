@@ -1,4 +1,12 @@
-//! Owner tokens: 128 random bits that prove who holds a lock.
+//! Owner tokens: a holder label and 128 random bits that prove who holds a
+//! lock.
+//!
+//! A token is `<holder label>/<32 hex digits>`: the label (by default the
+//! host name and process id, see [`crate::LockConfig::holder_label`]) says
+//! who holds a lock to whoever inspects it, at no cost (the token is sent
+//! anyway), and the random part is what only the holder knows. A lock key
+//! stores `<token>:<fence>`; [`holder_and_fence`] reads the public parts
+//! back and drops the secret one.
 
 use std::fmt;
 
@@ -6,33 +14,57 @@ use std::fmt;
 /// holder can renew or release the lock. Deliberately not `Debug`-printable:
 /// a token in a log would let anyone reading the log release the lock.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct OwnerToken([u8; 32]);
+pub(crate) struct OwnerToken(String);
 
 impl OwnerToken {
-    /// A fresh token from the operating system's random source.
-    pub(crate) fn random() -> Self {
+    /// A fresh token for a holder labelled `label`, from the operating
+    /// system's random source.
+    pub(crate) fn random(label: &str) -> Self {
         let mut bytes = [0u8; 16];
         if getrandom::fill(&mut bytes).is_err() {
             bytes = fallback_bytes();
         }
-        Self::from_bytes(bytes)
+        Self::from_bytes(label, bytes)
     }
 
-    fn from_bytes(bytes: [u8; 16]) -> Self {
+    fn from_bytes(label: &str, bytes: [u8; 16]) -> Self {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = [0u8; 32];
-        for (i, byte) in bytes.iter().enumerate() {
-            hex[2 * i] = HEX[usize::from(byte >> 4)];
-            hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
+        let mut token = String::with_capacity(label.len() + 33);
+        token.push_str(label);
+        token.push('/');
+        for byte in bytes {
+            token.push(char::from(HEX[usize::from(byte >> 4)]));
+            token.push(char::from(HEX[usize::from(byte & 0x0f)]));
         }
-        Self(hex)
+        Self(token)
     }
 
-    /// The token as sent to Redis: 32 lowercase hex digits.
+    /// The token as sent to Redis.
     pub(crate) fn as_str(&self) -> &str {
-        // Only ASCII hex digits are ever written into the array.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        &self.0
     }
+}
+
+/// The holder label and the fence in a lock key's value
+/// `<label>/<secret>:<fence>`, without the secret; None for a value no
+/// locker wrote.
+pub(crate) fn holder_and_fence(value: &str) -> Option<(&str, u64)> {
+    let (token, fence) = value.rsplit_once(':')?;
+    let fence = fence.parse().ok()?;
+    let (label, secret) = token.rsplit_once('/')?;
+    (secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit())).then_some((label, fence))
+}
+
+/// The label of this process when the configuration sets none: its host
+/// name and process id, `web-3:4711`.
+pub(crate) fn default_label() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_owned())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Unique bits for the (practically unheard-of) case of a failing OS random
@@ -71,11 +103,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_hex_and_distinct() {
-        let a = OwnerToken::random();
-        let b = OwnerToken::random();
-        assert_eq!(a.as_str().len(), 32);
-        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+    fn tokens_carry_the_label_and_distinct_secrets() {
+        let a = OwnerToken::random("web-3:4711");
+        let b = OwnerToken::random("web-3:4711");
+        let (label, secret) = a.as_str().rsplit_once('/').unwrap();
+        assert_eq!(label, "web-3:4711");
+        assert_eq!(secret.len(), 32);
+        assert!(secret.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
         assert_eq!(format!("{a:?}"), "OwnerToken(<redacted>)");
     }
@@ -87,7 +121,29 @@ mod tests {
 
     #[test]
     fn hex_encoding_is_exact() {
-        let token = OwnerToken::from_bytes([0xab; 16]);
-        assert_eq!(token.as_str(), "ab".repeat(16));
+        let token = OwnerToken::from_bytes("h", [0xab; 16]);
+        assert_eq!(token.as_str(), format!("h/{}", "ab".repeat(16)));
+    }
+
+    #[test]
+    fn a_stored_value_gives_its_holder_and_fence_but_never_the_secret() {
+        let token = OwnerToken::random("a/b:c");
+        let value = format!("{}:1732412345678901", token.as_str());
+        assert_eq!(
+            holder_and_fence(&value),
+            Some(("a/b:c", 1_732_412_345_678_901))
+        );
+        assert_eq!(holder_and_fence("someone-else's"), None);
+        assert_eq!(holder_and_fence("x/short:12"), None);
+    }
+
+    #[test]
+    fn the_default_label_names_the_host_and_the_process() {
+        let label = default_label();
+        assert!(
+            label.ends_with(&format!(":{}", std::process::id())),
+            "{label}"
+        );
+        assert!(label.len() > 2 + std::process::id().to_string().len());
     }
 }

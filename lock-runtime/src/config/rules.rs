@@ -53,6 +53,21 @@ pub(crate) fn check_quarantine(
     Ok(())
 }
 
+/// The longest holder label, in bytes: it rides in every owner token.
+pub(crate) const MAX_HOLDER_LABEL_BYTES: usize = 128;
+
+/// Checks a holder label (see `LockConfig::holder_label`).
+pub(crate) fn check_holder_label(label: &str) -> Result<(), LockError> {
+    if label.len() > MAX_HOLDER_LABEL_BYTES || label.chars().any(char::is_control) {
+        return Err(LockError::config(format!(
+            "the holder label is {} bytes long or holds control characters; \
+             use at most {MAX_HOLDER_LABEL_BYTES} printable bytes, e.g. a pod name",
+            label.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The longest lock name, in bytes. Names are often rendered from request
 /// data; one this long is a mistake or an attack, and every acquire,
 /// renewal and release would carry it (twice: the key and its channel).

@@ -42,7 +42,7 @@ use crate::lease::Lease;
 use crate::lost::{self, Cause};
 use crate::primitive::exclusive::{self, Renewal};
 use crate::stats::Counters;
-use crate::validity;
+use crate::{telemetry, validity};
 
 /// Longest sleep while any lease is watched: how finely stalls of the
 /// process are seen.
@@ -251,20 +251,25 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
 /// Applies one batch's answer and reports what it found.
 fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
     let applied = shared.schedule().apply(outcome, shared.clock.now());
-    for _ in 0..applied.renewed {
+    for template in &applied.renewed {
         Counters::bump(&counters.renewed);
+        telemetry::renewal(template, "renewed");
     }
     for lease in &applied.lost {
+        telemetry::renewal(lease.template, "refused");
         lost::declare(lease, Cause::Refused, counters);
     }
-    if applied.unconfirmed > 0 {
+    for template in &applied.unconfirmed {
+        telemetry::renewal(template, "unconfirmed");
+    }
+    if !applied.unconfirmed.is_empty() {
         Counters::bump(&counters.renewal_errors);
         match &applied.failed {
             Some(err) => {
-                tracing::warn!(error = %err, locks = applied.unconfirmed, "lock renewal failed; retrying while the leases are valid")
+                tracing::warn!(error = %err, locks = applied.unconfirmed.len(), "lock renewal failed; retrying while the leases are valid")
             }
             None => tracing::warn!(
-                locks = applied.unconfirmed,
+                locks = applied.unconfirmed.len(),
                 "lock renewal not confirmed by enough nodes; retrying while the leases are valid"
             ),
         }
@@ -319,6 +324,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
     let result = exclusive::renew(&backend, &renewals).await;
     BatchOutcome {
         ids: batch.iter().map(|lease| lease.id).collect(),
+        templates: batch.iter().map(|lease| lease.template).collect(),
         sent_at,
         result,
     }

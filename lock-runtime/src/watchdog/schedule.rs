@@ -27,6 +27,8 @@ struct Watched {
     again: bool,
     /// When the holder must be told the lease is lost.
     valid_until: Instant,
+    /// When it reaches its hold cap, if it has one.
+    cap_at: Option<Instant>,
 }
 
 /// Every watched lease, plus two queues ordered by time.
@@ -35,6 +37,8 @@ pub(super) struct Schedule {
     watched: HashMap<u64, Watched>,
     renewals: BTreeSet<(Instant, u64)>,
     expiries: BTreeSet<(Instant, u64)>,
+    /// When leases reach their hold cap (`max_hold`).
+    caps: BTreeSet<(Instant, u64)>,
     /// When the task plans to wake next (None: not until told).
     pub(super) armed_until: Option<Instant>,
 }
@@ -42,6 +46,9 @@ pub(super) struct Schedule {
 /// What came back from one batch command.
 pub(super) struct BatchOutcome {
     pub(super) ids: Vec<u64>,
+    /// Each lease's template, in the order of `ids` (for metrics, also of
+    /// leases released while their renewal was in flight).
+    pub(super) templates: Vec<&'static str>,
     pub(super) sent_at: Instant,
     pub(super) result: Result<Vec<Renewed>, LockError>,
 }
@@ -49,10 +56,12 @@ pub(super) struct BatchOutcome {
 /// What applying a batch's answer found.
 #[derive(Default)]
 pub(super) struct Applied {
-    pub(super) renewed: usize,
+    /// The templates of the leases renewed (for metrics).
+    pub(super) renewed: Vec<&'static str>,
     pub(super) lost: Vec<Arc<Lease>>,
-    /// Leases that could not be confirmed, and will be retried.
-    pub(super) unconfirmed: usize,
+    /// The templates of the leases that could not be confirmed, and will
+    /// be retried.
+    pub(super) unconfirmed: Vec<&'static str>,
     /// The whole batch failed with this.
     pub(super) failed: Option<LockError>,
 }
@@ -71,6 +80,10 @@ impl Schedule {
             self.renewals.insert((due, id));
         }
         self.expiries.insert((valid_until, id));
+        let cap_at = lease.max_hold.map(|cap| sent_at + cap);
+        if let Some(cap_at) = cap_at {
+            self.caps.insert((cap_at, id));
+        }
         self.watched.insert(
             id,
             Watched {
@@ -80,9 +93,13 @@ impl Schedule {
                 due,
                 again: false,
                 valid_until,
+                cap_at,
             },
         );
-        due.map_or(valid_until, |due| due.min(valid_until))
+        [due, cap_at]
+            .into_iter()
+            .flatten()
+            .fold(valid_until, Instant::min)
     }
 
     /// Stops watching a lease (released, lost, or its guard dropped).
@@ -92,6 +109,9 @@ impl Schedule {
                 self.renewals.remove(&(due, id));
             }
             self.expiries.remove(&(watched.valid_until, id));
+            if let Some(cap_at) = watched.cap_at {
+                self.caps.remove(&(cap_at, id));
+            }
         }
     }
 
@@ -123,18 +143,32 @@ impl Schedule {
 
     /// The earliest moment something must happen.
     pub(super) fn next_event(&self) -> Option<Instant> {
-        let renewal = self.renewals.first().map(|&(at, _)| at);
-        let expiry = self.expiries.first().map(|&(at, _)| at);
-        match (renewal, expiry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [&self.renewals, &self.expiries, &self.caps]
+            .into_iter()
+            .filter_map(|queue| queue.first().map(|&(at, _)| at))
+            .min()
     }
 
     /// Takes every lease whose validity has run out by `now`; they are no
     /// longer watched, and must be reported lost for the cause given.
     pub(super) fn expire(&mut self, now: Instant) -> Vec<(Arc<Lease>, Cause)> {
         let mut expired = Vec::new();
+        // A lease at its hold cap is given up while still valid: told now,
+        // never renewed again.
+        while let Some(&(at, id)) = self.caps.first() {
+            if at > now {
+                break;
+            }
+            match self.watched.get(&id) {
+                Some(watched) => {
+                    expired.push((watched.lease.clone(), Cause::HoldCap));
+                    self.forget(id);
+                }
+                None => {
+                    self.caps.pop_first();
+                }
+            }
+        }
         while let Some(&(at, id)) = self.expiries.first() {
             if at > now {
                 break;
@@ -194,16 +228,17 @@ impl Schedule {
     pub(super) fn apply(&mut self, outcome: BatchOutcome, now: Instant) -> Applied {
         let BatchOutcome {
             ids,
+            templates,
             sent_at,
             result,
         } = outcome;
         let mut applied = Applied::default();
         match result {
             Ok(answers) => {
-                for (id, answer) in ids.into_iter().zip(answers) {
+                for ((id, template), answer) in ids.into_iter().zip(templates).zip(answers) {
                     match answer {
                         Renewed::Yes => {
-                            applied.renewed += 1;
+                            applied.renewed.push(template);
                             self.renewed(id, sent_at, now);
                         }
                         Renewed::Gone => {
@@ -213,14 +248,14 @@ impl Schedule {
                             }
                         }
                         Renewed::Unknown => {
-                            applied.unconfirmed += 1;
+                            applied.unconfirmed.push(template);
                             self.retry(id, now);
                         }
                     }
                 }
             }
             Err(err) => {
-                applied.unconfirmed = ids.len();
+                applied.unconfirmed = templates;
                 for id in ids {
                     self.retry(id, now);
                 }
@@ -273,16 +308,27 @@ mod tests {
     const SEC: Duration = Duration::from_secs(1);
 
     fn lease(id: u64, ttl: Duration, sent_at: Instant) -> Arc<Lease> {
-        Arc::new(Lease::new(
+        capped_lease(id, ttl, sent_at, None)
+    }
+
+    fn capped_lease(
+        id: u64,
+        ttl: Duration,
+        sent_at: Instant,
+        max_hold: Option<Duration>,
+    ) -> Arc<Lease> {
+        Arc::new(Lease::new(crate::lease::Grant {
             id,
-            LockKeys::new("lock:", &format!("k{id}")).unwrap(),
-            OwnerToken::random(),
-            id,
+            keys: LockKeys::new("lock:", &format!("k{id}")).unwrap(),
+            token: OwnerToken::random("test"),
+            fence: id,
             ttl,
-            Route::pooled(0),
+            route: Route::pooled(0),
             sent_at,
-            crate::clock::Clock::Boot,
-        ))
+            clock: crate::clock::Clock::Boot,
+            max_hold,
+            template: "k",
+        }))
     }
 
     fn ids(batches: &[Vec<Arc<Lease>>]) -> Vec<u64> {
@@ -292,9 +338,33 @@ mod tests {
     fn answer(ids: &[u64], sent_at: Instant, renewed: Renewed) -> BatchOutcome {
         BatchOutcome {
             ids: ids.to_vec(),
+            templates: vec!["k"; ids.len()],
             sent_at,
             result: Ok(vec![renewed; ids.len()]),
         }
+    }
+
+    #[test]
+    fn a_lease_at_its_hold_cap_is_given_up_and_never_renewed_again() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        let capped = capped_lease(1, SEC * 3, t0, Some(SEC * 5));
+        assert_eq!(schedule.watch(capped, true, t0), t0 + SEC);
+        // Renewed as usual before the cap...
+        for second in 1..5 {
+            let now = t0 + SEC * second;
+            assert!(schedule.expire(now).is_empty());
+            assert_eq!(ids(&schedule.take_due(now)), [1]);
+            schedule.apply(answer(&[1], now, Renewed::Yes), now);
+        }
+        assert_eq!(schedule.next_event(), Some(t0 + SEC * 5));
+        // ...and at the cap it is told, while the lease is still valid.
+        let expired = schedule.expire(t0 + SEC * 5);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].1, Cause::HoldCap);
+        assert_eq!(schedule.len(), 0);
+        assert!(schedule.take_due(t0 + SEC * 6).is_empty());
+        assert_eq!(schedule.next_event(), None);
     }
 
     #[test]
@@ -308,7 +378,7 @@ mod tests {
         // In flight: not due again until answered.
         assert!(schedule.take_due(t0 + 2 * SEC).is_empty());
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
-        assert_eq!(applied.renewed, 1);
+        assert_eq!(applied.renewed.len(), 1);
         assert_eq!(schedule.next_event(), Some(t0 + 2 * SEC));
     }
 
@@ -348,11 +418,12 @@ mod tests {
             for batch in schedule.take_due(now) {
                 let failed = BatchOutcome {
                     ids: batch.iter().map(|lease| lease.id).collect(),
+                    templates: batch.iter().map(|lease| lease.template).collect(),
                     sent_at: now,
                     result: Err(LockError::config("test: server down")),
                 };
                 let applied = schedule.apply(failed, now);
-                assert_eq!(applied.unconfirmed, 1);
+                assert_eq!(applied.unconfirmed.len(), 1);
                 assert!(applied.lost.is_empty());
             }
             assert!(
@@ -404,7 +475,7 @@ mod tests {
         schedule.take_due(t0 + SEC);
         schedule.forget(1);
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
-        assert_eq!(applied.renewed, 1);
+        assert_eq!(applied.renewed.len(), 1);
         assert_eq!(schedule.next_event(), None);
     }
 

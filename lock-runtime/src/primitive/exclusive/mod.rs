@@ -26,6 +26,7 @@ use crate::backend::flights::InFlight;
 use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
 use crate::config::ReplicaAck;
 use crate::error::LockError;
+use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
 
@@ -118,6 +119,44 @@ async fn release_on_node(
     }
     call.key(keys.lock())
         .arg(token.as_str())
+        .arg(keys.channel())
+        .arg(node.publish_command());
+    let deleted: i64 = node.run(route, &call).await?;
+    Ok(deleted == 1)
+}
+
+/// The lock of `keys` as the server sees it (Redlock: a majority).
+pub(crate) async fn inspect(
+    backend: &Backend,
+    route: Route,
+    keys: &LockKeys,
+) -> Result<LockInfo, LockError> {
+    let node = match backend {
+        Backend::Node(node) => node,
+        Backend::Redlock(masters) => return quorum::inspect(masters, route, keys).await,
+    };
+    let mut call = scripts::INSPECT.call();
+    call.key(keys.lock());
+    let (value, pttl): (String, i64) = node.run(route, &call).await?;
+    Ok(match value.as_str() {
+        "" => LockInfo::free(keys.name()),
+        value => LockInfo::held(keys.name(), value, pttl),
+    })
+}
+
+/// Deletes the lock of `keys` whoever holds it and wakes its waiters; true
+/// when something was deleted (Redlock: on any master).
+pub(crate) async fn force_release(
+    backend: &Backend,
+    route: Route,
+    keys: &LockKeys,
+) -> Result<bool, LockError> {
+    let node = match backend {
+        Backend::Node(node) => node,
+        Backend::Redlock(masters) => return quorum::force_release(masters, route, keys).await,
+    };
+    let mut call = scripts::FORCE_RELEASE.call();
+    call.key(keys.lock())
         .arg(keys.channel())
         .arg(node.publish_command());
     let deleted: i64 = node.run(route, &call).await?;

@@ -87,6 +87,7 @@ use crate::backend::flights::InFlight;
 use crate::backend::redlock::{RedlockBackend, quorum};
 use crate::backend::script::ScriptCall;
 use crate::error::LockError;
+use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
 
@@ -303,11 +304,21 @@ pub(crate) async fn release(
     keys: &LockKeys,
     token: &OwnerToken,
 ) -> Result<bool, LockError> {
+    delete_everywhere(masters, route, release_call(keys, token)).await
+}
+
+/// Runs a deleting `call` (answering 1 when it deleted) on every master;
+/// true when any master that answered deleted. Returns once a majority
+/// answered; fails only when no master answered.
+async fn delete_everywhere(
+    masters: &RedlockBackend,
+    route: Route,
+    call: ScriptCall,
+) -> Result<bool, LockError> {
     let total = masters.len();
     let needed = quorum(total);
     let (flight, _landing) = crate::backend::flights::in_flight();
     let bound = masters.vote_bound(Duration::MAX);
-    let call = release_call(keys, token);
     let mut round = run_everywhere::<i64>(masters, 0..total, route, call, bound, &flight);
     let (mut answered, mut deleted, mut first_error) = (0, false, None);
     while let Some((_, answer)) = round.recv().await {
@@ -328,6 +339,80 @@ pub(crate) async fn release(
         Some(err) if answered == 0 => Err(err),
         _ => Ok(deleted),
     }
+}
+
+/// The lock as a majority of masters sees it: held when one owner's token
+/// is on a majority; its lease runs until the majority's shortest ends.
+/// Asks every master (each within its bound) and fails only when none
+/// answered.
+pub(crate) async fn inspect(
+    masters: &RedlockBackend,
+    route: Route,
+    keys: &LockKeys,
+) -> Result<LockInfo, LockError> {
+    let total = masters.len();
+    let (flight, _landing) = crate::backend::flights::in_flight();
+    let bound = masters.vote_bound(Duration::MAX);
+    let mut call = scripts::INSPECT.call();
+    call.key(keys.lock());
+    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, &flight);
+    let (mut values, mut first_error) = (Vec::new(), None);
+    while let Some((_, answer)) = round.recv().await {
+        match answer {
+            Ok(value) => values.push(value),
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    if values.is_empty()
+        && let Some(err) = first_error
+    {
+        return Err(err);
+    }
+    Ok(majority_view(keys.name(), &values, quorum(total)))
+}
+
+/// What `needed` of the masters' `(value, pttl)` agree on.
+fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
+    let owner_of = |value: &str| {
+        value
+            .rsplit_once(':')
+            .map_or(value, |(token, _)| token)
+            .to_owned()
+    };
+    for (value, _) in values.iter().filter(|(value, _)| !value.is_empty()) {
+        let owner = owner_of(value);
+        let mut same: Vec<&(String, i64)> = values
+            .iter()
+            .filter(|(v, _)| !v.is_empty() && owner_of(v) == owner)
+            .collect();
+        if same.len() < needed {
+            continue;
+        }
+        // The lock stays on a majority until the needed-th longest lease ends.
+        same.sort_by_key(|&&(_, pttl)| std::cmp::Reverse(pttl));
+        let (_, pttl) = same[needed - 1];
+        let highest = same
+            .iter()
+            .max_by_key(|(value, _)| crate::token::holder_and_fence(value).map(|(_, f)| f))
+            .map_or(value.as_str(), |(value, _)| value.as_str());
+        return LockInfo::held(name, highest, *pttl);
+    }
+    LockInfo::free(name)
+}
+
+/// Deletes the lock on every master whoever holds it, and wakes waiters;
+/// true when any master that answered deleted it. Returns once a majority
+/// answered, as [`release`] does.
+pub(crate) async fn force_release(
+    masters: &RedlockBackend,
+    route: Route,
+    keys: &LockKeys,
+) -> Result<bool, LockError> {
+    let mut call = scripts::FORCE_RELEASE.call();
+    call.key(keys.lock()).arg(keys.channel()).arg("PUBLISH");
+    delete_everywhere(masters, route, call).await
 }
 
 /// Renews a batch on every master at once, each on its watchdog
@@ -385,5 +470,35 @@ pub(crate) async fn renew(
     match first_error {
         Some(err) if answered == 0 => Err(err),
         _ => Ok(votes.answers()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(label: &str, secret: char, fence: u64) -> String {
+        format!("{label}/{}:{fence}", secret.to_string().repeat(32))
+    }
+
+    #[test]
+    fn a_lock_is_held_when_one_owner_is_on_a_majority() {
+        let a = |fence| (value("web-1", 'a', fence), 0);
+        let split = majority_view(
+            "k",
+            &[
+                (a(7).0, 900),
+                (value("web-2", 'b', 3), 950),
+                (String::new(), -2),
+            ],
+            2,
+        );
+        assert!(!split.held, "no owner on two of three masters: {split:?}");
+        let held = majority_view("k", &[(a(7).0, 900), (a(9).0, 400), (String::new(), -2)], 2);
+        assert_eq!(held.holder.as_deref(), Some("web-1"));
+        assert_eq!(held.fence, Some(9), "the highest fence of the majority");
+        assert_eq!(held.remaining, Some(Duration::from_millis(400)));
+        let free = majority_view("k", &[(String::new(), -2), (a(7).0, 900)], 2);
+        assert_eq!(free, LockInfo::free("k"));
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! # The lock key
 //! One key per lock, `<prefix>{<name>}`, whose value is
-//! `<owner token>:<fence>` and whose expiry is the lease. Nothing else is
+//! `<owner token>:<fence>` (the token is `<holder label>/<secret>`, see
+//! [`crate::token`]) and whose expiry is the lease. Nothing else is
 //! stored: once a lock is released, or its lease has passed, nothing of it
 //! is left on the server, however many distinct locks a service takes.
 //! One key also means every script touches one key only, so on a cluster
@@ -108,6 +109,44 @@ redis.call('PUBLISH', ARGV[2], '1')
 return 1
 "#,
         twins::blind_release,
+    )
+});
+
+/// What an operator sees of a lock: its value and remaining lease.
+///
+/// `KEYS[1]` lock. Returns `{value, pttl}`, `{'', -2}` when it is free.
+/// The value carries the owner's token; the caller keeps only its public
+/// parts (see [`crate::token::holder_and_fence`]).
+pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::with_twin(
+        r#"
+local held = redis.call('GET', KEYS[1])
+if not held then
+    return {'', -2}
+end
+return {held, redis.call('PTTL', KEYS[1])}
+"#,
+        twins::inspect,
+    )
+});
+
+/// Deletes the lock whoever holds it, and tells waiters: for operators
+/// (`Locker::force_unlock`). The holder learns of it at its next renewal.
+///
+/// `KEYS[1]` lock; `ARGV[1]` release channel, `ARGV[2]` the publish
+/// command (as [`RELEASE`]). Returns 1 when something was deleted.
+pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::with_twin(
+        r#"
+if redis.call('DEL', KEYS[1]) == 0 then
+    return 0
+end
+if not pcall(redis.call, ARGV[2], ARGV[1], '1') then
+    redis.call('PUBLISH', ARGV[1], '1')
+end
+return 1
+"#,
+        twins::force_release,
     )
 });
 

@@ -71,6 +71,35 @@ pub(super) fn blind_release(
     Ok(int(1))
 }
 
+/// [`super::scripts::INSPECT`].
+pub(super) fn inspect(keys: &mut Keyspace, k: &[String], _: &[String]) -> Result<Value, String> {
+    let lock = nth(k, 1, "KEYS")?;
+    let Some(held) = keys.get(lock).map(str::to_owned) else {
+        return Ok(Value::Array(vec![
+            Value::BulkString(Vec::new()),
+            Value::Int(-2),
+        ]));
+    };
+    Ok(Value::Array(vec![
+        Value::BulkString(held.into_bytes()),
+        Value::Int(keys.pttl(lock)),
+    ]))
+}
+
+/// [`super::scripts::FORCE_RELEASE`].
+pub(super) fn force_release(
+    keys: &mut Keyspace,
+    k: &[String],
+    a: &[String],
+) -> Result<Value, String> {
+    let (lock, channel) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
+    if !keys.del(lock) {
+        return Ok(int(0));
+    }
+    keys.publish(channel);
+    Ok(int(1))
+}
+
 /// [`super::scripts::EXTEND`].
 pub(super) fn extend(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
     let mut renewed = Vec::with_capacity(k.len());
@@ -165,6 +194,38 @@ mod tests {
         assert_eq!(release_as(&mut keys, "t1"), [1]);
         assert_eq!(keys.finish(), ["lock:{a}:released"]);
         assert_eq!(keys.pttl("lock:{a}"), -2);
+    }
+
+    #[test]
+    fn inspect_shows_the_value_and_force_release_deletes_anyones_lock() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        let lock = strings(&["lock:{a}"]);
+        let free = inspect(&mut keys, &lock, &[]).unwrap();
+        assert_eq!(
+            free,
+            Value::Array(vec![Value::BulkString(Vec::new()), Value::Int(-2)])
+        );
+        acquire(&mut keys, &lock, &strings(&["h/t1", "1000"])).unwrap();
+        let Value::Array(held) = inspect(&mut keys, &lock, &[]).unwrap() else {
+            panic!("not an array");
+        };
+        assert!(matches!(&held[0], Value::BulkString(v) if v.starts_with(b"h/t1:")));
+        assert_eq!(held[1], Value::Int(1000));
+        let channel = strings(&["lock:{a}:released", "PUBLISH"]);
+        assert_eq!(
+            ints(&force_release(&mut keys, &lock, &channel).unwrap()),
+            [1]
+        );
+        assert_eq!(keys.finish(), ["lock:{a}:released"]);
+        assert_eq!(
+            ints(&force_release(&mut keys, &lock, &channel).unwrap()),
+            [0]
+        );
+        assert!(
+            keys.finish().is_empty(),
+            "nothing deleted, nothing published"
+        );
     }
 
     #[test]
