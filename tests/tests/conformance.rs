@@ -41,6 +41,9 @@ const BEHAVIOURS: &[&str] = &[
     "a_ttl_too_short_to_use_is_a_config_error",
     "waiting_for_replicas_needs_replicas",
     "a_retry_after_a_lost_reply_finds_the_lock_ours",
+    "inspect_shows_holder_fence_and_lease",
+    "force_unlock_frees_the_lock_and_the_holder_is_told",
+    "a_hold_cap_stops_the_body",
 ];
 
 /// Fails unless `listed` names every behaviour exactly once.
@@ -132,6 +135,9 @@ macro_rules! all_but {
                 on_lost_continue_lets_the_body_finish,
                 current_names_the_held_lock,
                 a_ttl_too_short_to_use_is_a_config_error,
+                inspect_shows_holder_fence_and_lease,
+                force_unlock_frees_the_lock_and_the_holder_is_told,
+                a_hold_cap_stops_the_body,
                 $($also,)*
             ],
             exclude: [$($excluded => $why),*],
@@ -226,6 +232,24 @@ mod behaviours {
             .unwrap()
     }
 
+    /// `waiter` waiting for lock `name` (in a task), once it listens for
+    /// the lock's release.
+    async fn queue_up(
+        site: &Site,
+        waiter: &Locker,
+        name: &'static str,
+    ) -> tokio::task::JoinHandle<Result<lock_runtime::LockGuard, LockError>> {
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.lock(name).wait(FOREVER).acquire().await })
+        };
+        until("the waiter listens", Duration::from_secs(10), || {
+            site.has_waiter(name)
+        })
+        .await;
+        waiting
+    }
+
     pub async fn acquire_and_release(site: &Site) {
         let (a, b) = (site.locker().await, site.locker().await);
         let guard = a.lock("r").acquire().await.unwrap();
@@ -281,14 +305,7 @@ mod behaviours {
         let holder = site.locker().await;
         let waiter = patient(site).await;
         let guard = holder.lock("r").ttl(FOREVER).acquire().await.unwrap();
-        let waiting = {
-            let waiter = waiter.clone();
-            tokio::spawn(async move { waiter.lock("r").wait(FOREVER).acquire().await })
-        };
-        until("the waiter listens", Duration::from_secs(10), || {
-            site.has_waiter("r")
-        })
-        .await;
+        let waiting = queue_up(site, &waiter, "r").await;
         let fence = guard.fence();
         assert!(guard.release().await.unwrap());
         let released = Instant::now();
@@ -422,14 +439,7 @@ mod behaviours {
             site.locker().await,
         );
         let guard = a.lock("r").ttl(FOREVER).acquire().await.unwrap();
-        let waiting = {
-            let b = b.clone();
-            tokio::spawn(async move { b.lock("r").ttl(FOREVER).wait(FOREVER).acquire().await })
-        };
-        until("the waiter listens", Duration::from_secs(10), || {
-            site.has_waiter("r")
-        })
-        .await;
+        let waiting = queue_up(site, &b, "r").await;
         waiting.abort();
         assert!(waiting.await.unwrap_err().is_cancelled());
         assert!(guard.release().await.unwrap());
@@ -646,6 +656,81 @@ mod behaviours {
             assert!(matches!(err, LockError::Config(_)), "{ttl:?}: {err:?}");
         }
         assert!(!site.exists("r"));
+    }
+
+    pub async fn inspect_shows_holder_fence_and_lease(site: &Site) {
+        let holder = Locker::connect(site.config().holder_label("worker-7"))
+            .await
+            .unwrap();
+        let operator = site.locker().await;
+        assert!(!operator.inspect("r").await.unwrap().held);
+        let guard = holder.lock("r").ttl(FOREVER).acquire().await.unwrap();
+        let info = operator.inspect("r").await.unwrap();
+        assert!(info.held, "{info:?}");
+        assert_eq!(info.key, "r");
+        assert_eq!(info.holder.as_deref(), Some("worker-7"));
+        assert_eq!(info.fence, Some(guard.fence()));
+        let left = info.remaining.expect("a lease");
+        assert!(left <= FOREVER && left > FOREVER - STALL_ROOM, "{left:?}");
+        assert!(guard.release().await.unwrap());
+        assert!(!operator.inspect("r").await.unwrap().held);
+        // A fixed lease that ran out is free again.
+        let lease = Duration::from_millis(400);
+        let fixed = holder.lock("f").ttl(lease).watchdog(false).acquire().await;
+        tokio::time::timeout(lease + STALL_ROOM, fixed.unwrap().lost())
+            .await
+            .unwrap();
+        until("the lease ran out", STALL_ROOM * 2, || !site.exists("f")).await;
+        let info = operator.inspect("f").await.unwrap();
+        assert!(!info.held && info.holder.is_none(), "{info:?}");
+    }
+
+    pub async fn force_unlock_frees_the_lock_and_the_holder_is_told(site: &Site) {
+        let (holder, operator) = (site.locker().await, site.locker().await);
+        let waiter = patient(site).await;
+        let guard = holder.lock("r").ttl(TTL).acquire().await.unwrap();
+        let waiting = queue_up(site, &waiter, "r").await;
+        assert!(operator.force_unlock("r").await.unwrap());
+        let unlocked = Instant::now();
+        // Woken by the release message (its backoff is a minute away).
+        let next = waiting.await.unwrap().unwrap();
+        assert!(unlocked.elapsed() < STALL_ROOM, "{:?}", unlocked.elapsed());
+        assert!(next.fence() > guard.fence());
+        // The holder learns at its next renewal.
+        tokio::time::timeout(TTL / 3 + STALL_ROOM, guard.lost())
+            .await
+            .expect("the holder was not told");
+        assert!(
+            !guard.release().await.unwrap(),
+            "released the new owner's lock"
+        );
+        assert!(next.is_held());
+        assert!(next.release().await.unwrap());
+        assert!(
+            !operator.force_unlock("r").await.unwrap(),
+            "nothing to unlock"
+        );
+    }
+
+    #[distributed_lock(key = "job:<name>", ttl = "1500ms", max_hold = "2s", locker = locker)]
+    async fn stuck_job(locker: &Locker, name: &str) -> Result<(), LockError> {
+        tokio::time::sleep(FOREVER).await;
+        Ok(())
+    }
+
+    pub async fn a_hold_cap_stops_the_body(site: &Site) {
+        let locker = site.locker().await;
+        let started = Instant::now();
+        let err = stuck_job(&locker, "stuck").await.unwrap_err();
+        let held = started.elapsed();
+        let LockError::HoldCapExceeded { key, cap } = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!((key.as_str(), cap), ("job:stuck", Duration::from_secs(2)));
+        assert!(held >= cap && held < cap + STALL_ROOM, "{held:?}");
+        // Renewed until the cap, and given back at once after it.
+        assert!(locker.stats().renewed >= 2, "{:?}", locker.stats());
+        assert!(!site.exists("job:stuck"));
     }
 
     /// Where there are no replicas to wait for, asking is a configuration

@@ -157,10 +157,17 @@ async fn keys_use_the_prefix_and_one_hash_tag() {
         server.cmd(&["EXISTS", "app:{stock:42}"]),
         redis::Value::Int(1)
     );
-    // One key: the owner's token and the fence, nothing else.
+    // One key: the owner's token (its holder label and 128 random bits
+    // in hex) and the fence, nothing else.
     let value = lock_tests::fixtures::get(&server, "app:{stock:42}").unwrap();
-    let (token, fence) = value.split_once(':').expect("<token>:<fence>");
-    assert_eq!(token.len(), 32, "a 128-bit token in hex");
+    let (token, fence) = value.rsplit_once(':').expect("<token>:<fence>");
+    let (label, secret) = token.rsplit_once('/').expect("<label>/<secret>");
+    assert!(
+        label.ends_with(&format!(":{}", std::process::id())),
+        "{label}"
+    );
+    assert_eq!(secret.len(), 32, "a 128-bit secret in hex");
+    assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
     assert_eq!(fence, guard.fence().to_string());
     assert_eq!(lock_tests::fixtures::key_count(&server), 1);
     match server.cmd(&["PTTL", "app:{stock:42}"]) {

@@ -4,6 +4,8 @@
 //! |---|---|
 //! | `POST /orders/{sku}` | `201` and a receipt; `409` + `Retry-After` when the SKU stayed locked for the whole wait; `422` sold out; `404` unknown SKU |
 //! | `GET /stock/{sku}` | `200` and the units left |
+//! | `GET /locks/{sku}` | `200` and who holds the SKU's lock (`Locker::inspect`) |
+//! | `GET /metrics` | the lock metrics, as Prometheus text |
 //!
 //! The stock count lives in Redis, so any number of instances of this
 //! service can sell the same SKU; the lock `stock:<sku>` makes their
@@ -12,6 +14,7 @@
 
 mod error;
 pub mod load;
+pub mod observe;
 mod orders;
 pub mod raw_http;
 
@@ -36,6 +39,8 @@ pub struct Shop {
 impl Shop {
     /// Connects a locker and a data connection to the Redis at `url`.
     pub async fn connect(url: &str) -> Result<Self, ShopError> {
+        // The recorder is in place before the first lock is taken.
+        observe::exporter();
         let locker = Locker::connect(LockConfig::from_url(url)?).await?;
         let redis = crate::data_connection(url).await?;
         Ok(Self { locker, redis })
@@ -71,6 +76,8 @@ impl Shop {
         Router::new()
             .route("/orders/{sku}", post(orders::place_order))
             .route("/stock/{sku}", get(orders::show_stock))
+            .route("/locks/{sku}", get(observe::show_lock))
+            .route("/metrics", get(observe::metrics))
             .with_state(self)
     }
 

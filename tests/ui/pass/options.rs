@@ -11,6 +11,8 @@ static ORDERS: OnceLock<Locker> = OnceLock::new();
     wait = "0s",
     watchdog = false,
     on_lost = "continue",
+    reentrant = false,
+    max_hold = "5m",
     locker = ORDERS,
 )]
 async fn every_option(id: u64) -> Result<u64, LockError> {
