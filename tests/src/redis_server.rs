@@ -505,6 +505,8 @@ pub(crate) fn free_port() -> u16 {
 }
 
 fn create_temp_dir(port: u16) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(sweep_dead_runs_dirs);
     let counter = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
         "lock-tests-{}-{port}-{counter}",
@@ -516,6 +518,30 @@ fn create_temp_dir(port: u16) -> PathBuf {
     fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("create redis temp dir {}: {e}", dir.display()));
     dir
+}
+
+/// Deletes the directories of servers whose test process is gone. A
+/// server that outlives its `RedisServer` value (one kept for a whole test
+/// binary, or a test binary killed mid-run) is killed with its process, but
+/// nobody deletes its directory; the next run does, so they never pile up.
+fn sweep_dead_runs_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("lock-tests-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Whether the server on `port` answers `PING` with `PONG` *and* is the

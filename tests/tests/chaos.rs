@@ -222,6 +222,9 @@ fn sentinel_run(name: &str, replicas: Option<&str>) -> usize {
     let setup = SentinelSetup::start();
     let store = RedisServer::start();
     let mut plan = plan(LockPath::Direct(setup.url()), &store, run_for);
+    // Without WAIT, violations are expected and only reported: their
+    // histories would pile up in the temp directory run after run.
+    plan.keep_histories = replicas.is_some();
     if let Some(replicas) = replicas {
         plan.env
             .push(("CHAOS_WAIT_REPLICAS".into(), replicas.into()));
