@@ -40,7 +40,7 @@ use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::stats::Counters;
 use crate::token::OwnerToken;
 use crate::validity;
-use crate::wait::{Backoff, Subscription};
+use crate::wait::{Backoff, Subscription, Turn};
 
 /// What the request decided.
 pub(crate) struct Plan {
@@ -65,6 +65,9 @@ pub(crate) struct Attempt<'a> {
     flight: InFlight,
     /// Taken by the lease, or by the clean-up.
     landing: Option<Landing>,
+    /// This task's turn in its locker's line for the key, once it had to
+    /// wait: kept by the guard until the lock is given back.
+    turn: Option<Turn>,
     armed: bool,
 }
 
@@ -81,6 +84,7 @@ impl<'a> Attempt<'a> {
             token: OwnerToken::random(&core.holder),
             flight,
             landing: Some(landing),
+            turn: None,
             armed: false,
         }
     }
@@ -107,8 +111,15 @@ impl<'a> Attempt<'a> {
         let config = &self.core.config;
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
         let mut subscription: Option<Subscription> = None;
+        let mut listening = false;
         let mut subscribed = false;
         let mut contended = false;
+        // Others of this locker already queue for the key: join them rather
+        // than try the server in front of them.
+        if !self.plan.wait.is_zero() && self.core.turns.is_queued(self.plan.keys.lock()) {
+            contended = true;
+            self.take_turn(self.plan.wait, started).await?;
+        }
         loop {
             if let Some(subscription) = subscription.as_mut() {
                 subscription.mark_seen();
@@ -160,17 +171,41 @@ impl<'a> Attempt<'a> {
             if left.is_zero() {
                 return Err(self.timeout(started));
             }
+            if self.turn.is_none() {
+                // Busy: wait in this locker's line for the key, then try at
+                // once (whoever had the turn just let go of the lock).
+                self.take_turn(left, started).await?;
+                continue;
+            }
             if !subscribed {
                 // Subscribe, then try again at once: a release between our
                 // try and the subscription would otherwise go unheard.
                 subscribed = true;
                 let patience = left.min(config.response_timeout);
-                let listening = self.core.releases.subscribe(self.plan.keys.channel());
-                subscription = tokio::time::timeout(patience, listening).await.ok();
+                let subscribing = self.core.releases.subscribe(self.plan.keys.channel());
+                if let Ok((subscribed, confirmed)) =
+                    tokio::time::timeout(patience, subscribing).await
+                {
+                    subscription = Some(subscribed);
+                    listening = confirmed;
+                }
                 continue;
             }
-            let owner_lease_end = pttl.map_or(Duration::MAX, |p| p + Duration::from_millis(1));
-            let pause = backoff.next_pause().min(owner_lease_end).min(left);
+            // Listening for the release: wait for its message, the end of
+            // the owner's lease (a lock that expires is not announced), or
+            // the longest backoff step, whichever is first: a subscription
+            // the server quietly refused (an ACL without SUBSCRIBE looks
+            // confirmed to the client) still polls, slowly. Only the first
+            // of this locker's waiters for the key is here (see `Turns`),
+            // so this costs the server next to nothing. Not listening, or
+            // no lease to wait for: the backoff from its shortest step.
+            let pause = match pttl {
+                Some(pttl) if listening => {
+                    (pttl + Duration::from_millis(1)).min(config.backoff_max)
+                }
+                _ => backoff.next_pause(),
+            }
+            .min(left);
             let counters = &self.core.counters;
             match subscription.as_mut() {
                 Some(subscription) => tokio::select! {
@@ -233,6 +268,19 @@ impl<'a> Attempt<'a> {
                     return Err(err);
                 }
             }
+        }
+    }
+
+    /// Waits, within `wait`, for this task's turn in its locker's line for
+    /// the key (see [`crate::wait::Turns`]).
+    async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<(), LockError> {
+        let key = self.plan.keys.lock();
+        match self.core.turns.wait_turn(key, wait).await {
+            Some(turn) => {
+                self.turn = Some(turn);
+                Ok(())
+            }
+            None => Err(self.timeout(started)),
         }
     }
 
@@ -307,7 +355,13 @@ impl<'a> Attempt<'a> {
             waited_ms = u64::try_from(self.since(started).as_millis()).unwrap_or(u64::MAX),
             "lock acquired"
         );
-        LockGuard::new(lease, core.clone(), self.landing.take(), watched)
+        LockGuard::new(
+            lease,
+            core.clone(),
+            self.landing.take(),
+            watched,
+            self.turn.take(),
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::config::LockConfig;
 use crate::host::Host;
 use crate::stats::Counters;
-use crate::wait::ReleaseListener;
+use crate::wait::{ReleaseListener, Turns};
 use crate::watchdog::Watching;
 
 /// One locker's parts.
@@ -21,6 +21,8 @@ pub(crate) struct Core {
     pub(crate) host: Host,
     pub(crate) watchdog: Watching,
     pub(crate) releases: ReleaseListener,
+    /// Per key, the line of this locker's tasks waiting for it.
+    pub(crate) turns: std::sync::Arc<Turns>,
     pub(crate) counters: std::sync::Arc<Counters>,
     /// Who this locker is to whoever inspects its locks (the public part of
     /// every owner token it makes).
@@ -52,6 +54,7 @@ impl Core {
             host,
             watchdog,
             releases,
+            turns: std::sync::Arc::default(),
             counters,
             next_lease_id: AtomicU64::new(1),
         }

@@ -13,6 +13,7 @@ use crate::handle::LockHandle;
 use crate::lease::Lease;
 use crate::primitive::exclusive;
 use crate::stats::Counters;
+use crate::wait::Turn;
 use crate::watchdog::Watched;
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
@@ -40,6 +41,9 @@ pub struct LockGuard {
     landing: Option<Landing>,
     /// The watchdog's watch over the lease, until released.
     watched: Option<Watched>,
+    /// The holder's turn in its locker's line for the key: the next task
+    /// in line tries once the release is done.
+    turn: Option<Turn>,
     released: bool,
 }
 
@@ -59,12 +63,14 @@ impl LockGuard {
         core: Arc<Core>,
         landing: Option<Landing>,
         watched: Watched,
+        turn: Option<Turn>,
     ) -> Self {
         Self {
             handle: LockHandle::new(lease),
             core,
             landing,
             watched: Some(watched),
+            turn,
             released: false,
         }
     }
@@ -156,10 +162,13 @@ impl Drop for LockGuard {
         self.lease().mark_released();
         drop(self.watched.take());
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
+        let turn = self.turn.take();
         self.core.host.detach(async move {
             if let Err(err) = release(&core, &lease, landing).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
+            // The next in line tries once the lock is free.
+            drop(turn);
         });
     }
 }

@@ -251,13 +251,16 @@ async fn a_release_wakes_one_waiter_not_the_whole_line() {
             assert!(guard.release().await.unwrap());
         }));
     }
-    // Every waiter has tried, subscribed and tried again (two scripts
-    // each, after the holder's one), and now sleeps.
-    let settled = 1 + 2 * WAITERS;
+    // The first waiter has tried, taken its turn, tried, subscribed and
+    // tried again (three scripts, after the holder's one), and sleeps; the
+    // others wait for their turn in the process, without a script.
     lock_tests::fixtures::eventually(
-        "every waiter asleep on the line",
+        "the first waiter asleep on the release channel",
         Duration::from_secs(10),
-        || command_calls(&server, "evalsha") >= settled,
+        || {
+            command_calls(&server, "evalsha") >= 4
+                && subscribers(&server, &lock_tests::fixtures::release_channel("queue")) == 1
+        },
     )
     .await;
     let before = command_calls(&server, "evalsha");

@@ -59,12 +59,12 @@ impl ReleaseListener {
     }
 
     /// Joins the line of waiters on `channel`; returns once the server
-    /// confirmed the subscription (or the listener could not get it, in
-    /// which case the waiter still works, on its timers alone).
-    pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
+    /// confirmed the subscription (`true`), or the listener could not get
+    /// it (`false`: the waiter still works, on its timers alone).
+    pub(crate) async fn subscribe(&self, channel: &str) -> (Subscription, bool) {
         let Some(commands) = &self.commands else {
             // The in-memory store: in line is subscribed.
-            return self.waiters.join(channel, Box::new(|_| {}));
+            return (self.waiters.join(channel, Box::new(|_| {})), true);
         };
         let unsubscribe = {
             let commands = commands.clone();
@@ -78,10 +78,8 @@ impl ReleaseListener {
             channel: channel.to_owned(),
             confirmed,
         };
-        if commands.send(request).is_ok() {
-            let _ = confirmation.await;
-        }
-        subscription
+        let confirmed = commands.send(request).is_ok() && matches!(confirmation.await, Ok(true));
+        (subscription, confirmed)
     }
 }
 

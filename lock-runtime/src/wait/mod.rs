@@ -11,6 +11,8 @@
 //! - `sharded`: its sessions on a Redis Cluster (sharded pub/sub).
 //! - [`waiters`]: who waits on which channel, and whom a release wakes: the
 //!   longest waiter only, so a release costs one retry, not one per waiter.
+//! - [`turns`]: the tasks of one locker waiting for the same lock queue in
+//!   the process; only the first in line contends on the server.
 //! - [`backoff`]: the timer of last resort.
 
 mod backoff;
@@ -19,9 +21,11 @@ mod listener;
 mod sessions;
 #[cfg(feature = "cluster")]
 mod sharded;
+mod turns;
 mod waiters;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
+pub(crate) use turns::{Turn, Turns};
 pub(crate) use waiters::Subscription;
