@@ -110,18 +110,15 @@ impl<'a> Attempt<'a> {
         let started = clock.now();
         let config = &self.core.config;
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
-        let mut subscription: Option<Subscription> = None;
-        let mut listening = false;
-        let mut subscribed = false;
+        // An acquisition that may wait takes its turn among this locker's
+        // tasks for the key first (see `Turns`); one that tries once does not.
         let mut contended = false;
-        // Others of this locker already queue for the key: join them rather
-        // than try the server in front of them.
-        if !self.plan.wait.is_zero() && self.core.turns.is_queued(self.plan.keys.lock()) {
-            contended = true;
-            self.take_turn(self.plan.wait, started).await?;
+        if !self.plan.wait.is_zero() {
+            contended = self.take_turn(self.plan.wait, started).await?;
         }
         loop {
-            if let Some(subscription) = subscription.as_mut() {
+            // Wake-ups so far are for releases before this try.
+            if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
             }
             let (sent_at, reply) = self.send().await?;
@@ -171,26 +168,12 @@ impl<'a> Attempt<'a> {
             if left.is_zero() {
                 return Err(self.timeout(started));
             }
-            if self.turn.is_none() {
-                // Busy: wait in this locker's line for the key, then try at
-                // once (whoever had the turn just let go of the lock).
-                self.take_turn(left, started).await?;
+            if self.listen(left).await {
+                // Subscribed just now: try again at once, as a release
+                // between the try and the subscription went unheard.
                 continue;
             }
-            if !subscribed {
-                // Subscribe, then try again at once: a release between our
-                // try and the subscription would otherwise go unheard.
-                subscribed = true;
-                let patience = left.min(config.response_timeout);
-                let subscribing = self.core.releases.subscribe(self.plan.keys.channel());
-                if let Ok((subscribed, confirmed)) =
-                    tokio::time::timeout(patience, subscribing).await
-                {
-                    subscription = Some(subscribed);
-                    listening = confirmed;
-                }
-                continue;
-            }
+            let listening = self.turn.as_mut().is_some_and(|t| t.listening().confirmed);
             // Listening for the release: wait for its message, the end of
             // the owner's lease (a lock that expires is not announced), or
             // the longest backoff step, whichever is first: a subscription
@@ -206,8 +189,8 @@ impl<'a> Attempt<'a> {
                 _ => backoff.next_pause(),
             }
             .min(left);
-            let counters = &self.core.counters;
-            match subscription.as_mut() {
+            let counters = self.core.counters.clone();
+            match self.subscription() {
                 Some(subscription) => tokio::select! {
                     () = subscription.released() => Counters::bump(&counters.release_wakeups),
                     () = tokio::time::sleep(pause) => Counters::bump(&counters.timer_wakeups),
@@ -272,16 +255,43 @@ impl<'a> Attempt<'a> {
     }
 
     /// Waits, within `wait`, for this task's turn in its locker's line for
-    /// the key (see [`crate::wait::Turns`]).
-    async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<(), LockError> {
+    /// the key (see [`crate::wait::Turns`]); true when it had to wait
+    /// behind others.
+    async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<bool, LockError> {
         let key = self.plan.keys.lock();
-        match self.core.turns.wait_turn(key, wait).await {
-            Some(turn) => {
-                self.turn = Some(turn);
-                Ok(())
-            }
-            None => Err(self.timeout(started)),
+        let Some(turn) = self.core.turns.wait_turn(key, wait).await else {
+            return Err(self.timeout(started));
+        };
+        let queued = turn.was_queued();
+        self.turn = Some(turn);
+        Ok(queued)
+    }
+
+    /// Has the line subscribed to the lock's release channel unless it
+    /// already is (within `left`); true when it subscribed just now.
+    async fn listen(&mut self, left: Duration) -> bool {
+        let patience = left.min(self.core.config.response_timeout);
+        let releases = self.core.releases.clone();
+        let channel = self.plan.keys.channel().to_owned();
+        let Some(turn) = self.turn.as_mut() else {
+            return false;
+        };
+        let listening = turn.listening();
+        if listening.subscription.is_some() {
+            return false;
         }
+        if let Ok((subscription, confirmed)) =
+            tokio::time::timeout(patience, releases.subscribe(&channel)).await
+        {
+            listening.subscription = Some(subscription);
+            listening.confirmed = confirmed;
+        }
+        true
+    }
+
+    /// The line's subscription, while this task has the turn.
+    fn subscription(&mut self) -> Option<&mut Subscription> {
+        self.turn.as_mut()?.listening().subscription.as_mut()
     }
 
     /// Gives back a grant that came too late to use (on the try's route,
@@ -355,6 +365,9 @@ impl<'a> Attempt<'a> {
             waited_ms = u64::try_from(self.since(started).as_millis()).unwrap_or(u64::MAX),
             "lock acquired"
         );
+        if let Some(turn) = self.turn.as_mut() {
+            turn.granted();
+        }
         LockGuard::new(
             lease,
             core.clone(),

@@ -152,9 +152,10 @@ impl MemoryStore {
         keys.iter().filter(|key| keyspace.del(key)).count()
     }
 
-    /// How many acquisitions wait for lock `name` (under any prefix) to be
-    /// released, in every locker on this store: for a test that must know
-    /// a rival is queued before it lets go.
+    /// How many lockers on this store have acquisitions waiting for lock
+    /// `name` (under any prefix) to be released: for a test that must know
+    /// a rival is queued before it lets go. (A locker's own waiters for one
+    /// lock queue among themselves and listen once.)
     pub fn waiting(&self, name: &str) -> usize {
         let channels: Vec<String> = self
             .keyspace()

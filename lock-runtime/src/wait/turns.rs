@@ -11,8 +11,15 @@
 //! grant the server then sees one try per contending *process*, however
 //! many tasks each has.
 //!
-//! A task joins the line only once the lock proved busy, or when the line
-//! is already there: an uncontended lock costs nothing more than a lookup.
+//! Every acquisition that may wait takes its turn first: uncontended, that
+//! is a map entry and an uncontended mutex, no server call; on a hot key,
+//! a burst of arrivals sends one try per process instead of one per task.
+//!
+//! The line also keeps the subscription to the lock's release channel
+//! ([`Listening`]) once it needed one, from then until its last member
+//! leaves, whoever has the turn: on a hot key it is never dropped and taken
+//! again, and each turn tries while already subscribed, so a busy answer
+//! needs no second try to be sure no release went unheard.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,10 +27,21 @@ use std::time::Duration;
 
 use tokio::sync::OwnedMutexGuard;
 
+use super::waiters::Subscription;
+
 /// Every key this locker's tasks queue for.
 #[derive(Default)]
 pub(crate) struct Turns {
     lines: Mutex<HashMap<String, Arc<Line>>>,
+}
+
+/// What the line listens with, handed from turn to turn.
+#[derive(Default)]
+pub(crate) struct Listening {
+    /// The line's place among the channel's waiters, once subscribed.
+    pub(crate) subscription: Option<Subscription>,
+    /// Whether the server confirmed the subscription.
+    pub(crate) confirmed: bool,
 }
 
 /// One key's line.
@@ -31,15 +49,43 @@ pub(crate) struct Turns {
 struct Line {
     /// Held by the task whose turn it is, until it lets go of the lock or
     /// gives up; tokio's mutex hands it on in arrival order.
-    turn: Arc<tokio::sync::Mutex<()>>,
+    turn: Arc<tokio::sync::Mutex<Listening>>,
     /// Tasks in line (waiting, or holding the turn).
     members: std::sync::atomic::AtomicUsize,
 }
 
 /// A task's turn on one key: while it lives, the rest of the line waits.
 pub(crate) struct Turn {
-    _turn: OwnedMutexGuard<()>,
-    _place: Place,
+    listening: OwnedMutexGuard<Listening>,
+    place: Place,
+    /// Whether the task had to wait behind others for it.
+    queued: bool,
+}
+
+impl Turn {
+    /// The line's subscription, for the task whose turn it is.
+    pub(crate) fn listening(&mut self) -> &mut Listening {
+        &mut self.listening
+    }
+
+    /// Whether the task waited behind others of its locker for this turn.
+    pub(crate) fn was_queued(&self) -> bool {
+        self.queued
+    }
+
+    /// The lock was granted: if nobody else is in line, stop listening
+    /// (a lone waiter's subscription ends with its wait, as without a
+    /// line); else keep it for the next in line.
+    pub(crate) fn granted(&mut self) {
+        let members = self
+            .place
+            .line
+            .members
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if members <= 1 {
+            *self.listening = Listening::default();
+        }
+    }
 }
 
 /// Membership of a line; leaving the last place removes the line.
@@ -50,21 +96,22 @@ struct Place {
 }
 
 impl Turns {
-    /// Whether tasks of this locker already queue for `key`: a new task
-    /// then joins them instead of trying the server first.
-    pub(crate) fn is_queued(&self, key: &str) -> bool {
-        self.lock().contains_key(key)
-    }
-
     /// Waits (up to `wait`) for this task's turn on `key`; `None` when the
     /// wait ran out first.
     pub(crate) async fn wait_turn(self: &Arc<Self>, key: &str, wait: Duration) -> Option<Turn> {
         let place = self.join(key);
         let turn = place.line.turn.clone();
-        let turn = tokio::time::timeout(wait, turn.lock_owned()).await.ok()?;
+        let (listening, queued) = match turn.clone().try_lock_owned() {
+            Ok(listening) => (listening, false),
+            Err(_) => (
+                tokio::time::timeout(wait, turn.lock_owned()).await.ok()?,
+                true,
+            ),
+        };
         Some(Turn {
-            _turn: turn,
-            _place: place,
+            listening,
+            place,
+            queued,
         })
     }
 
@@ -111,9 +158,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn tasks_take_turns_in_arrival_order_and_the_line_goes_away() {
         let turns = Arc::new(Turns::default());
-        assert!(!turns.is_queued("k"));
         let first = turns.wait_turn("k", Duration::from_secs(1)).await.unwrap();
-        assert!(turns.is_queued("k"));
+        assert!(!first.was_queued());
+        assert!(turns.lock().contains_key("k"));
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiting = Vec::new();
         for n in 0..3 {
@@ -130,7 +177,7 @@ mod tests {
             task.await.unwrap();
         }
         assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
-        assert!(!turns.is_queued("k"), "an empty line is removed");
+        assert!(turns.lock().is_empty(), "an empty line is removed");
     }
 
     #[tokio::test(start_paused = true)]
@@ -144,6 +191,6 @@ mod tests {
                 .is_none()
         );
         drop(held);
-        assert!(!turns.is_queued("k"));
+        assert!(turns.lock().is_empty());
     }
 }
