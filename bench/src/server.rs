@@ -25,6 +25,10 @@ pub struct ServerCounters {
     pub commands: u64,
     /// `EVALSHA` and `EVAL` calls.
     pub scripts: u64,
+    /// `SET` calls (outside scripts too: a hand-written `SET NX PX`).
+    pub sets: u64,
+    /// `EXEC` calls (transactions committed or aborted).
+    pub execs: u64,
     /// The server's user plus system CPU time, in seconds.
     pub cpu_s: f64,
 }
@@ -86,6 +90,8 @@ impl Admin {
             let counters = self.server_counters(index).await?;
             total.commands += counters.commands;
             total.scripts += counters.scripts;
+            total.sets += counters.sets;
+            total.execs += counters.execs;
             total.cpu_s += counters.cpu_s;
         }
         Ok(total)
@@ -109,8 +115,11 @@ impl Admin {
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0);
             counters.commands += calls;
-            if name == "evalsha" || name == "eval" {
-                counters.scripts += calls;
+            match name {
+                "evalsha" | "eval" => counters.scripts += calls,
+                "set" => counters.sets += calls,
+                "exec" => counters.execs += calls,
+                _ => {}
             }
         }
         let seconds = |name| {

@@ -1,0 +1,386 @@
+//! The flash sale (`cargo bench -p lock-bench --bench hot_key`): buyers in
+//! two worker processes deduct the stock of one SKU, each deduction a
+//! read (`GET`), a short piece of work (the payment), and a write (`SET`),
+//! under one of the [`Way`]s of keeping two deductions apart. This module
+//! holds what the driver and its workers share: the worker's arguments and
+//! report, and how a run's numbers are read; the bench target does the
+//! rest (it needs rslock, a dev-dependency).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::server::ServerCounters;
+use crate::{BenchResult, Samples};
+
+/// The key of the stock count (not a lock key of any contender).
+pub const STOCK_KEY: &str = "hot:stock";
+/// The SKU's name in lock keys: `hot:<sku>`.
+pub const SKU: &str = "42";
+/// Stock at the start of a run: never sold out within one.
+pub const INITIAL_STOCK: u64 = 1_000_000_000;
+/// The work between the read and the write (a payment, say).
+pub const WORK: Duration = Duration::from_millis(1);
+/// Lease of every lock taken (long enough never to run out mid-deduction).
+pub const TTL: Duration = Duration::from_secs(3);
+/// Worker processes; buyers are split evenly between them.
+pub const PROCESSES: usize = 2;
+/// Buyer counts, one scenario each (`hot_key/8`, ...).
+pub const SIZES: [usize; 3] = [8, 64, 256];
+/// Sleep of the hand-written spin loop between tries (what people write).
+pub const SPIN_SLEEP: Duration = Duration::from_millis(10);
+
+/// How buyers keep two deductions apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// `#[distributed_lock(key = "hot:<sku>")]` on the global locker.
+    Project,
+    /// rslock 0.10's `acquire` (retries with its own sleeps).
+    Rslock,
+    /// `SET NX PX`, a 10 ms sleep between tries, a Lua compare-and-delete.
+    SetnxSpin,
+    /// No lock: `WATCH`, read, `MULTI`/`SET`/`EXEC`, again when aborted.
+    WatchMulti,
+}
+
+impl Way {
+    /// Every way, in the order of the table.
+    pub const ALL: [Way; 4] = [Way::Project, Way::Rslock, Way::SetnxSpin, Way::WatchMulti];
+
+    /// The row's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Way::Project => "project",
+            Way::Rslock => "rslock",
+            Way::SetnxSpin => "setnx_spin",
+            Way::WatchMulti => "watch_multi",
+        }
+    }
+
+    /// The way called `name`.
+    pub fn parse(name: &str) -> BenchResult<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|way| way.name() == name)
+            .ok_or_else(|| format!("unknown way `{name}`").into())
+    }
+
+    /// Tries sent to the server per deduction: acquire attempts for a lock
+    /// (every script, `SET NX` or `SET` beyond the one release and the one
+    /// stock write of each deduction), transactions for `watch_multi`.
+    pub fn attempts(self, cost: &ServerCounters, ops: u64) -> f64 {
+        let ops_f = ops.max(1) as f64;
+        let tries = match self {
+            // Each deduction: one release script, the rest acquire scripts.
+            Way::Project => cost.scripts.saturating_sub(ops),
+            // Each deduction: one stock `SET`, the rest `SET NX` tries.
+            Way::Rslock | Way::SetnxSpin => cost.sets.saturating_sub(ops),
+            Way::WatchMulti => cost.execs,
+        };
+        tries as f64 / ops_f
+    }
+}
+
+/// What one worker process was asked to do.
+#[derive(Clone, Debug)]
+pub struct WorkerArgs {
+    /// How its buyers keep deductions apart.
+    pub way: Way,
+    /// The server.
+    pub url: String,
+    /// Its buyers (tasks).
+    pub tasks: usize,
+    /// When to start, in ms since the Unix epoch (all workers at once).
+    pub start_at_ms: u64,
+    /// How long to run from then.
+    pub run_for: Duration,
+}
+
+impl WorkerArgs {
+    /// The command line of a worker: after `--hot-key-worker`.
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--hot-key-worker".into(),
+            self.way.name().into(),
+            self.url.clone(),
+            self.tasks.to_string(),
+            self.start_at_ms.to_string(),
+            self.run_for.as_millis().to_string(),
+        ]
+    }
+
+    /// Parses what [`WorkerArgs::to_args`] wrote (without the flag).
+    pub fn parse(args: &[String]) -> BenchResult<Self> {
+        let [way, url, tasks, start, run] = args else {
+            return Err("hot-key worker: expected <way> <url> <tasks> <start_ms> <run_ms>".into());
+        };
+        Ok(Self {
+            way: Way::parse(way)?,
+            url: url.clone(),
+            tasks: tasks.parse()?,
+            start_at_ms: start.parse()?,
+            run_for: Duration::from_millis(run.parse()?),
+        })
+    }
+}
+
+/// What one worker did.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerReport {
+    /// Deductions whose critical section began within the run.
+    pub ops: u64,
+    /// Deductions done, those that finished after the run included: what
+    /// the stock must have lost.
+    pub writes: u64,
+    /// Each deduction's wait for its turn (lock acquired, or transaction
+    /// committed), in µs.
+    pub waits_us: Vec<u64>,
+    /// Time inside the critical section (read, work, write), summed, µs.
+    pub body_us: u64,
+    /// Deductions that failed (an error, not a busy lock).
+    pub errors: u64,
+}
+
+impl WorkerReport {
+    /// The one line a worker prints.
+    pub fn to_line(&self) -> String {
+        format!(
+            "hot_key_report {}",
+            json!({
+                "ops": self.ops,
+                "writes": self.writes,
+                "waits_us": self.waits_us,
+                "body_us": self.body_us,
+                "errors": self.errors,
+            })
+        )
+    }
+
+    /// Reads a worker's line.
+    pub fn parse(line: &str) -> BenchResult<Self> {
+        let text = line
+            .strip_prefix("hot_key_report ")
+            .ok_or_else(|| format!("not a hot-key report: {line}"))?;
+        let value: Value = serde_json::from_str(text)?;
+        let number = |name: &str| value[name].as_u64().unwrap_or(0);
+        Ok(Self {
+            ops: number("ops"),
+            writes: number("writes"),
+            waits_us: value["waits_us"]
+                .as_array()
+                .map(|all| all.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default(),
+            body_us: number("body_us"),
+            errors: number("errors"),
+        })
+    }
+
+    /// Adds another worker's report.
+    pub fn merge(&mut self, other: WorkerReport) {
+        self.ops += other.ops;
+        self.writes += other.writes;
+        self.waits_us.extend(other.waits_us);
+        self.body_us += other.body_us;
+        self.errors += other.errors;
+    }
+}
+
+/// One row of the table: a way, at one size.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Buyers, over both processes.
+    pub buyers: usize,
+    /// How they kept deductions apart.
+    pub way: Way,
+    /// Deductions per second.
+    pub ops_per_s: f64,
+    /// Wait for the critical section, median, µs.
+    pub wait_p50_us: f64,
+    /// Wait, 99th percentile, µs.
+    pub wait_p99_us: f64,
+    /// The longest wait, µs: whether a buyer starved.
+    pub wait_max_us: f64,
+    /// Server commands per deduction (inside scripts included).
+    pub redis_cmds_per_op: f64,
+    /// Server CPU per deduction, µs.
+    pub redis_cpu_us_per_op: f64,
+    /// Tries sent to the server per deduction (see [`Way::attempts`]).
+    pub attempts_per_op: f64,
+    /// Deductions that did not reach the stock (lost writes: units sold
+    /// twice).
+    pub oversold: i64,
+    /// Deductions that failed.
+    pub errors: u64,
+    /// Mean time inside the critical section, µs.
+    pub body_us: f64,
+}
+
+impl Row {
+    /// The row of a run: the workers' merged report, the server's costs,
+    /// and the stock left.
+    pub fn new(
+        buyers: usize,
+        way: Way,
+        report: &WorkerReport,
+        cost: &ServerCounters,
+        run_for: Duration,
+        stock_left: u64,
+    ) -> Self {
+        let ops = report.ops.max(1) as f64;
+        let mut waits = Samples::with_capacity(report.waits_us.len());
+        for &us in &report.waits_us {
+            waits.push(Duration::from_micros(us));
+        }
+        let sold = INITIAL_STOCK.saturating_sub(stock_left);
+        Self {
+            buyers,
+            way,
+            ops_per_s: report.ops as f64 / run_for.as_secs_f64(),
+            wait_p50_us: waits.quantile_us(0.5),
+            wait_p99_us: waits.quantile_us(0.99),
+            wait_max_us: waits.quantile_us(1.0),
+            redis_cmds_per_op: cost.commands as f64 / ops,
+            redis_cpu_us_per_op: cost.cpu_s * 1e6 / ops,
+            attempts_per_op: way.attempts(cost, report.ops),
+            oversold: i64::try_from(report.writes).unwrap_or(i64::MAX)
+                - i64::try_from(sold).unwrap_or(i64::MAX),
+            errors: report.errors,
+            body_us: report.body_us as f64 / ops,
+        }
+    }
+
+    /// The row as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scenario": format!("hot_key/{}", self.buyers),
+            "impl": self.way.name(),
+            "ops_per_s": self.ops_per_s,
+            "wait_p50_us": self.wait_p50_us,
+            "wait_p99_us": self.wait_p99_us,
+            "extra": {
+                "wait_max_us": self.wait_max_us,
+                "redis_cmds_per_op": self.redis_cmds_per_op,
+                "redis_cpu_us_per_op": self.redis_cpu_us_per_op,
+                "acquire_attempts_per_op": self.attempts_per_op,
+                "oversold": self.oversold,
+                "errors": self.errors,
+                "body_us": self.body_us,
+            },
+        })
+    }
+}
+
+/// The difference of two readings of the server's counters.
+pub fn cost(before: &ServerCounters, after: &ServerCounters) -> ServerCounters {
+    ServerCounters {
+        commands: after.commands.saturating_sub(before.commands),
+        scripts: after.scripts.saturating_sub(before.scripts),
+        sets: after.sets.saturating_sub(before.sets),
+        execs: after.execs.saturating_sub(before.execs),
+        cpu_s: after.cpu_s - before.cpu_s,
+    }
+}
+
+/// The targets of the flash sale, one line each: `(what, measured, goal, met)`.
+pub fn verdict(rows: &[Row], bound_ops_per_s: f64) -> Vec<(String, String, String, bool)> {
+    let mut lines = Vec::new();
+    let row = |buyers: usize, way: Way| rows.iter().find(|r| r.buyers == buyers && r.way == way);
+    for buyers in SIZES {
+        let Some(project) = row(buyers, Way::Project) else {
+            continue;
+        };
+        let share = project.ops_per_s / bound_ops_per_s;
+        lines.push((
+            format!("hot_key/{buyers}: project ops/s / bound"),
+            format!("{share:.2}"),
+            ">= 0.9".to_owned(),
+            share >= 0.9,
+        ));
+        lines.push((
+            format!("hot_key/{buyers}: project acquire attempts per op"),
+            format!("{:.2}", project.attempts_per_op),
+            "<= 2".to_owned(),
+            project.attempts_per_op <= 2.0,
+        ));
+        if buyers < 64 {
+            continue;
+        }
+        for other in [Way::Rslock, Way::SetnxSpin, Way::WatchMulti] {
+            let Some(other_row) = row(buyers, other) else {
+                continue;
+            };
+            let faster = project.ops_per_s / other_row.ops_per_s.max(f64::MIN_POSITIVE);
+            lines.push((
+                format!("hot_key/{buyers}: ops/s project / {}", other.name()),
+                format!("{faster:.2}"),
+                "> 1".to_owned(),
+                faster > 1.0,
+            ));
+            let cheaper =
+                project.redis_cpu_us_per_op / other_row.redis_cpu_us_per_op.max(f64::MIN_POSITIVE);
+            lines.push((
+                format!(
+                    "hot_key/{buyers}: redis CPU per op project / {}",
+                    other.name()
+                ),
+                format!("{cheaper:.2}"),
+                "< 1".to_owned(),
+                cheaper < 1.0,
+            ));
+        }
+    }
+    for row in rows {
+        if row.oversold != 0 {
+            lines.push((
+                format!("hot_key/{}: {} oversold", row.buyers, row.way.name()),
+                row.oversold.to_string(),
+                "= 0".to_owned(),
+                false,
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_args_and_reports_round_trip() {
+        let args = WorkerArgs {
+            way: Way::WatchMulti,
+            url: "redis://127.0.0.1:7000/".into(),
+            tasks: 32,
+            start_at_ms: 1_700_000_000_000,
+            run_for: Duration::from_millis(2500),
+        };
+        let line = args.to_args();
+        let parsed = WorkerArgs::parse(&line[1..]).unwrap();
+        assert_eq!((parsed.way, parsed.tasks), (Way::WatchMulti, 32));
+        assert_eq!(parsed.run_for, args.run_for);
+        let report = WorkerReport {
+            ops: 3,
+            writes: 4,
+            waits_us: vec![1, 2, 3],
+            body_us: 3_300,
+            errors: 0,
+        };
+        let back = WorkerReport::parse(&report.to_line()).unwrap();
+        assert_eq!((back.ops, back.waits_us), (3, vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn attempts_count_the_tries_beyond_each_deductions_own_commands() {
+        let cost = ServerCounters {
+            commands: 0,
+            scripts: 250,
+            sets: 300,
+            execs: 120,
+            cpu_s: 0.0,
+        };
+        assert_eq!(Way::Project.attempts(&cost, 100), 1.5);
+        assert_eq!(Way::SetnxSpin.attempts(&cost, 100), 2.0);
+        assert_eq!(Way::WatchMulti.attempts(&cost, 100), 1.2);
+    }
+}
