@@ -297,7 +297,9 @@ impl Fleet {
     }
 
     /// Arms every worker's proxy to drop its next reply to a lock script,
-    /// and records the drops that happened within `within`.
+    /// waits until one was dropped (at most `within`: a worker whose tasks
+    /// all wait quietly for a release sends no script for a while), and
+    /// records the drops that happened.
     pub fn drop_replies(&mut self, within: Duration) -> usize {
         let armed: Vec<(usize, usize)> = self
             .members
@@ -310,7 +312,20 @@ impl Fleet {
                 proxy.drop_reply_to(b"EVALSHA");
             }
         }
-        std::thread::sleep(within);
+        let deadline = Instant::now() + within;
+        let any_dropped = |members: &[Member]| {
+            armed.iter().any(|&(index, before)| {
+                members[index]
+                    .proxy
+                    .as_ref()
+                    .is_some_and(|proxy| proxy.replies_dropped() > before)
+            })
+        };
+        while Instant::now() < deadline && !any_dropped(&self.members) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Others armed at the same time may drop theirs a moment later.
+        std::thread::sleep(Duration::from_millis(200));
         let mut dropped = 0;
         for (index, before) in armed {
             let member = &self.members[index];
