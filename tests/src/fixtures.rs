@@ -201,11 +201,16 @@ pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
 
 /// Polls `condition` until it holds; fails the test with `what` when it
 /// did not within `within`. Tests wait on what they can observe with this,
-/// never on a sleep that guesses how long something takes.
+/// never on a sleep that guesses how long something takes. `within` runs
+/// on the test's tokio clock: real time, unless the test paused it (as the
+/// in-memory store's tests do, whose locks run on that clock too).
 pub async fn eventually(what: &str, within: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
+    let deadline = tokio::time::Instant::now() + within;
     while !condition() {
-        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {within:?}: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -205,7 +205,7 @@ mod behaviours {
 
     use lock_runtime::{LockError, Locker, distributed_lock};
     use lock_tests::conformance::Site;
-    use lock_tests::fixtures::{RacyAccount, STALL_PROOF_TTL, STALL_ROOM};
+    use lock_tests::fixtures::{RacyAccount, STALL_PROOF_TTL, STALL_ROOM, eventually};
     use tokio::time::Instant;
 
     /// A lease the watchdog keeps through a machine's stalls.
@@ -214,15 +214,6 @@ mod behaviours {
     /// its lease running out within a test. (The default ttl, which is also
     /// Redlock's default restart quarantine, the longest lease it grants.)
     const FOREVER: Duration = Duration::from_secs(30);
-
-    /// Waits (on the test's clock) until `condition` holds.
-    async fn until(what: &str, within: Duration, mut condition: impl FnMut() -> bool) {
-        let deadline = Instant::now() + within;
-        while !condition() {
-            assert!(Instant::now() < deadline, "not within {within:?}: {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
 
     /// A waiter that never polls: woken only by a release message or the
     /// end of the owner's lease (far away).
@@ -243,7 +234,7 @@ mod behaviours {
             let waiter = waiter.clone();
             tokio::spawn(async move { waiter.lock(name).wait(FOREVER).acquire().await })
         };
-        until("the waiter listens", Duration::from_secs(10), || {
+        eventually("the waiter listens", Duration::from_secs(10), || {
             site.has_waiter(name)
         })
         .await;
@@ -468,7 +459,7 @@ mod behaviours {
         let _taken = b.lock("r").wait(STALL_ROOM * 3).acquire().await.unwrap();
         assert!(started.elapsed() < STALL_ROOM * 3);
         // Counted once the release's answer is read, maybe after b's grant.
-        until("the release counted", STALL_ROOM, || {
+        eventually("the release counted", STALL_ROOM, || {
             a.stats().released == 1
         })
         .await;
@@ -680,7 +671,7 @@ mod behaviours {
         tokio::time::timeout(lease + STALL_ROOM, fixed.unwrap().lost())
             .await
             .unwrap();
-        until("the lease ran out", STALL_ROOM * 2, || !site.exists("f")).await;
+        eventually("the lease ran out", STALL_ROOM * 2, || !site.exists("f")).await;
         let info = operator.inspect("f").await.unwrap();
         assert!(!info.held && info.holder.is_none(), "{info:?}");
     }
