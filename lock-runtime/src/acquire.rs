@@ -121,7 +121,7 @@ impl<'a> Attempt<'a> {
             if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
             }
-            let (sent_at, reply) = self.send().await?;
+            let (sent_at, reply) = self.send(!contended).await?;
             let left = self.plan.wait.saturating_sub(self.since(started));
             let pttl = match reply {
                 AcquireReply::Acquired { fence } => {
@@ -209,7 +209,7 @@ impl<'a> Attempt<'a> {
     /// connection's failure, and the reconnect it starts serves the retry).
     /// The acquire script is idempotent for our token, so a retry after a
     /// lost reply finds the lock ours instead of busy.
-    async fn send(&mut self) -> Result<(Instant, AcquireReply), LockError> {
+    async fn send(&mut self, plain_first: bool) -> Result<(Instant, AcquireReply), LockError> {
         self.armed = true;
         let mut retried = false;
         loop {
@@ -221,6 +221,7 @@ impl<'a> Attempt<'a> {
                 ttl: self.plan.ttl,
                 replicas: self.plan.replicas,
                 flight: &self.flight,
+                plain_first,
             };
             match exclusive::acquire(&self.core.backend, &acquisition).await {
                 Ok(AcquireReply::NoQuorum { down: true, .. }) if !retried => {

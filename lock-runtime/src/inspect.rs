@@ -4,13 +4,16 @@
 use std::time::Duration;
 
 /// One lock as the server sees it (Redlock: as a majority of masters see
-/// it): who holds it, with which fence, and for how long yet.
+/// it): who holds it, for how long yet, and whether anyone waits for it.
 ///
 /// ```no_run
 /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
 /// let info = locker.inspect("stock:42").await?;
 /// if info.held {
-///     println!("held by {:?}, fence {:?}, {:?} left", info.holder, info.fence, info.remaining);
+///     println!("held by {:?}, {:?} left", info.holder, info.remaining);
+///     if info.contended {
+///         println!("and others are waiting for it");
+///     }
 /// }
 /// # Ok(()) }
 /// ```
@@ -26,8 +29,14 @@ pub struct LockInfo {
     /// part of its owner token). None when free, or when the key holds a
     /// value no locker wrote.
     pub holder: Option<String>,
-    /// The holder's fencing token.
+    /// The holder's fencing token where the servers store it: on Redlock
+    /// (each master keeps the fence it granted). On one node the fence is
+    /// the server's clock at the grant and is not stored (see
+    /// [`LockGuard::fence`](crate::LockGuard::fence)): None.
     pub fence: Option<u64>,
+    /// Whether a waiter found the lock busy while its holder held it (and
+    /// so will be told of its release).
+    pub contended: bool,
     /// How long the holder's lease still runs on the server, unless it is
     /// renewed or released first. None when free or without an expiry.
     pub remaining: Option<Duration>,
@@ -41,6 +50,7 @@ impl LockInfo {
             held: false,
             holder: None,
             fence: None,
+            contended: false,
             remaining: None,
         }
     }
@@ -48,12 +58,13 @@ impl LockInfo {
     /// A lock whose key holds `value`, with `pttl` ms left (negative: no
     /// expiry).
     pub(crate) fn held(key: &str, value: &str, pttl: i64) -> Self {
-        let public = crate::token::holder_and_fence(value);
+        let public = crate::token::stored_value(value);
         Self {
             key: key.to_owned(),
             held: true,
-            holder: public.map(|(label, _)| label.to_owned()),
-            fence: public.map(|(_, fence)| fence),
+            holder: public.map(|stored| stored.holder.to_owned()),
+            fence: public.and_then(|stored| stored.fence),
+            contended: public.is_some_and(|stored| stored.contended),
             remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
         }
     }

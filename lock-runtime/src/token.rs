@@ -5,8 +5,8 @@
 //! host name and process id, see [`crate::LockConfig::holder_label`]) says
 //! who holds a lock to whoever inspects it, at no cost (the token is sent
 //! anyway), and the random part is what only the holder knows. A lock key
-//! stores `<token>:<fence>`; [`holder_and_fence`] reads the public parts
-//! back and drops the secret one.
+//! stores the token (see the exclusive lock's scripts); [`stored_value`]
+//! reads the public parts back and drops the secret one.
 
 use std::fmt;
 
@@ -20,11 +20,7 @@ impl OwnerToken {
     /// A fresh token for a holder labelled `label`, from the operating
     /// system's random source.
     pub(crate) fn random(label: &str) -> Self {
-        let mut bytes = [0u8; 16];
-        if getrandom::fill(&mut bytes).is_err() {
-            bytes = fallback_bytes();
-        }
-        Self::from_bytes(label, bytes)
+        Self::from_bytes(label, RANDOM.with(|random| random.borrow_mut().take()))
     }
 
     fn from_bytes(label: &str, bytes: [u8; 16]) -> Self {
@@ -45,14 +41,84 @@ impl OwnerToken {
     }
 }
 
-/// The holder label and the fence in a lock key's value
-/// `<label>/<secret>:<fence>`, without the secret; None for a value no
-/// locker wrote.
-pub(crate) fn holder_and_fence(value: &str) -> Option<(&str, u64)> {
-    let (token, fence) = value.rsplit_once(':')?;
-    let fence = fence.parse().ok()?;
-    let (label, secret) = token.rsplit_once('/')?;
-    (secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit())).then_some((label, fence))
+thread_local! {
+    static RANDOM: std::cell::RefCell<RandomBytes> = std::cell::RefCell::new(RandomBytes::default());
+}
+
+/// Bytes from the operating system's random source, fetched a few hundred
+/// at a time: one `getrandom` call serves [`RandomBytes::TOKENS`] tokens
+/// instead of one (a system call per acquisition showed in profiles).
+/// Per thread, and refilled in a forked child: a child must never hand
+/// out the secrets its parent will.
+struct RandomBytes {
+    bytes: [u8; 16 * Self::TOKENS],
+    used: usize,
+    pid: u32,
+}
+
+impl Default for RandomBytes {
+    fn default() -> Self {
+        Self {
+            bytes: [0; 16 * Self::TOKENS],
+            used: 16 * Self::TOKENS,
+            pid: 0,
+        }
+    }
+}
+
+impl RandomBytes {
+    const TOKENS: usize = 32;
+
+    /// The next 16 unused bytes (never the same twice).
+    fn take(&mut self) -> [u8; 16] {
+        let pid = std::process::id();
+        if self.used == self.bytes.len() || self.pid != pid {
+            if getrandom::fill(&mut self.bytes).is_err() {
+                return fallback_bytes();
+            }
+            (self.used, self.pid) = (0, pid);
+        }
+        let mut taken = [0u8; 16];
+        taken.copy_from_slice(&self.bytes[self.used..self.used + 16]);
+        self.bytes[self.used..self.used + 16].fill(0);
+        self.used += 16;
+        taken
+    }
+}
+
+/// The public parts of a lock key's value (see [`stored_value`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoredValue<'a> {
+    /// The holder's label.
+    pub(crate) holder: &'a str,
+    /// The fence, where the value carries one (Redlock).
+    pub(crate) fence: Option<u64>,
+    /// Marked by a waiter.
+    pub(crate) contended: bool,
+}
+
+/// Reads a lock key's value, `<label>/<secret>`, or `<label>/<secret>:<fence>`
+/// on Redlock, either followed by the waiters' mark: its public parts,
+/// never the secret. None for a value no locker wrote.
+pub(crate) fn stored_value(value: &str) -> Option<StoredValue<'_>> {
+    let mark = crate::primitive::exclusive::scripts::WAITED;
+    let (value, contended) = match value.strip_suffix(mark) {
+        Some(unmarked) => (unmarked, true),
+        None => (value, false),
+    };
+    let (token, fence) = match value.rsplit_once(':') {
+        Some((token, fence)) if fence.bytes().all(|b| b.is_ascii_digit()) && !fence.is_empty() => {
+            (token, Some(fence.parse().ok()?))
+        }
+        _ => (value, None),
+    };
+    let (holder, secret) = token.rsplit_once('/')?;
+    let secret_like = secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit());
+    secret_like.then_some(StoredValue {
+        holder,
+        fence,
+        contended,
+    })
 }
 
 /// The label of this process when the configuration sets none: its host
@@ -115,6 +181,15 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_hands_out_distinct_secrets_across_refills() {
+        let mut random = RandomBytes::default();
+        let secrets: std::collections::HashSet<[u8; 16]> = (0..RandomBytes::TOKENS * 3)
+            .map(|_| random.take())
+            .collect();
+        assert_eq!(secrets.len(), RandomBytes::TOKENS * 3);
+    }
+
+    #[test]
     fn fallback_bits_are_distinct() {
         assert_ne!(fallback_bytes(), fallback_bytes());
     }
@@ -126,15 +201,30 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_value_gives_its_holder_and_fence_but_never_the_secret() {
+    fn a_stored_value_gives_its_public_parts_but_never_the_secret() {
         let token = OwnerToken::random("a/b:c");
-        let value = format!("{}:1732412345678901", token.as_str());
+        let plain = stored_value(token.as_str()).unwrap();
         assert_eq!(
-            holder_and_fence(&value),
-            Some(("a/b:c", 1_732_412_345_678_901))
+            (plain.holder, plain.fence, plain.contended),
+            ("a/b:c", None, false)
         );
-        assert_eq!(holder_and_fence("someone-else's"), None);
-        assert_eq!(holder_and_fence("x/short:12"), None);
+        let marked = format!("{}~", token.as_str());
+        let marked = stored_value(&marked).unwrap();
+        assert_eq!(
+            (marked.holder, marked.fence, marked.contended),
+            ("a/b:c", None, true)
+        );
+        let redlock = format!("{}:1732412345678901~", token.as_str());
+        let redlock = stored_value(&redlock).unwrap();
+        assert_eq!(
+            (redlock.holder, redlock.fence, redlock.contended),
+            ("a/b:c", Some(1_732_412_345_678_901), true)
+        );
+        // A label ending in a number is not a fence.
+        let numbered = OwnerToken::random("web:4711");
+        assert_eq!(stored_value(numbered.as_str()).unwrap().holder, "web:4711");
+        assert_eq!(stored_value("someone-else's"), None);
+        assert_eq!(stored_value("x/short:12"), None);
     }
 
     #[test]

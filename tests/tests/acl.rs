@@ -13,7 +13,7 @@ use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 /// README's "Least privilege" section).
 const LOCK_USER: &str = "resetkeys ~{prefix}* resetchannels &{prefix}* nocommands \
      +ping +hello +script|load +evalsha +eval \
-     +get +set +del +pexpire +pttl +time +publish +spublish \
+     +get +set +del +pexpire +pttl +time +append +publish +spublish \
      +subscribe +unsubscribe +ssubscribe +sunsubscribe";
 /// What a Cluster adds: slot discovery.
 const CLUSTER_EXTRA: &str = "+cluster|slots +cluster|shards +asking +readonly";
@@ -112,17 +112,37 @@ async fn a_missing_permission_names_the_refused_command() {
         Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"))
             .await
             .unwrap();
+    // A free lock is taken with plain commands; its release is a script.
+    let guard = locker
+        .lock("stock:1")
+        .wait(Duration::ZERO)
+        .acquire()
+        .await
+        .unwrap();
+    let err = guard.release().await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        text.contains("no permissions to run the 'evalsha' command"),
+        "{text}"
+    );
+    // Without `TIME`, the acquire itself is refused, by name.
+    let without_time = LOCK_USER.replace("+time", "");
+    set_user(&server, "billing", "billing:lock:", &without_time);
+    let locker =
+        Locker::connect(config(&url_as("billing", server.port())).key_prefix("billing:lock:"))
+            .await
+            .unwrap();
     let err = locker
         .lock("stock:1")
         .wait(Duration::ZERO)
         .acquire()
         .await
         .unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     assert!(
-        text.contains("no permissions to run the 'evalsha' command"),
-        "{text}"
+        err.to_string()
+            .contains("no permissions to run the 'time' command"),
+        "{err}"
     );
 }
 

@@ -158,17 +158,21 @@ async fn keys_use_the_prefix_and_one_hash_tag() {
         redis::Value::Int(1)
     );
     // One key: the owner's token (its holder label and 128 random bits
-    // in hex) and the fence, nothing else.
+    // in hex), nothing else; the fence is the server's clock at the grant.
     let value = lock_tests::fixtures::get(&server, "app:{stock:42}").unwrap();
-    let (token, fence) = value.rsplit_once(':').expect("<token>:<fence>");
-    let (label, secret) = token.rsplit_once('/').expect("<label>/<secret>");
+    let (label, secret) = value.rsplit_once('/').expect("<label>/<secret>");
     assert!(
         label.ends_with(&format!(":{}", std::process::id())),
         "{label}"
     );
     assert_eq!(secret.len(), 32, "a 128-bit secret in hex");
     assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
-    assert_eq!(fence, guard.fence().to_string());
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let fence = u128::from(guard.fence());
+    assert!(fence <= now_us && fence + 60_000_000 > now_us, "{fence}");
     assert_eq!(lock_tests::fixtures::key_count(&server), 1);
     match server.cmd(&["PTTL", "app:{stock:42}"]) {
         redis::Value::Int(pttl) => assert!(pttl > 0 && pttl <= 3000, "{pttl}"),

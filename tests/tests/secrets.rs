@@ -74,10 +74,9 @@ async fn no_password_or_token_in_spans_events_or_errors() {
         .await
         .unwrap();
     let held = get(&server, &lock_key("secret:stock")).unwrap();
-    // `<holder label>/<secret>:<fence>`: the secret is what must not leak
-    // (the label is public: `inspect` shows it).
-    let (token, _fence) = held.rsplit_once(':').unwrap();
-    let token = token.rsplit_once('/').unwrap().1.to_owned();
+    // `<holder label>/<secret>`: the secret is what must not leak (the
+    // label is public: `inspect` shows it).
+    let token = held.rsplit_once('/').unwrap().1.to_owned();
     assert_eq!(token.len(), 32, "{held}");
     let waiting = tokio::spawn(async move {
         let taken = waiter

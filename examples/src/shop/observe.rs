@@ -36,7 +36,7 @@ pub(super) async fn show_lock(
         "key": info.key,
         "held": info.held,
         "holder": info.holder,
-        "fence": info.fence,
+        "contended": info.contended,
         "remaining_ms": info.remaining.map(|left| left.as_millis() as u64),
     })))
 }

@@ -229,6 +229,25 @@ impl NodeBackend {
         dispatch!(self, memory => memory.run(call), backend => backend.run(route, call).await)
     }
 
+    /// Runs the plain-command pipeline `pipe` on `route`; None where a
+    /// topology runs scripts only (a cluster, where a slot that moves
+    /// between the two commands would read the clock on another node; the
+    /// in-memory store, whose twin of the script is as cheap).
+    pub(crate) async fn run_plain<T: redis::FromRedisValue + Send>(
+        &self,
+        route: Route,
+        pipe: &redis::Pipeline,
+    ) -> Result<Option<T>, LockError> {
+        match self {
+            NodeBackend::Memory(_) => Ok(None),
+            NodeBackend::Single(backend) => backend.run_plain(route, pipe).await.map(Some),
+            #[cfg(feature = "sentinel")]
+            NodeBackend::Sentinel(backend) => backend.run_plain(route, pipe).await.map(Some),
+            #[cfg(feature = "cluster")]
+            NodeBackend::Cluster(_) => Ok(None),
+        }
+    }
+
     /// Runs `call` on `route`'s blocking connection, then waits (`WAIT`)
     /// until `ack.replicas` replicas have its writes, for at most
     /// `ack.timeout`; answers with the call's answer and how many replicas

@@ -88,6 +88,22 @@ impl SingleBackend {
         bounded(self.call_bound, "a lock script", call.run(&mut connection)).await
     }
 
+    /// Runs the pipeline `pipe` on `route`'s connection, within the
+    /// call bound.
+    pub(crate) async fn run_plain<T: FromRedisValue>(
+        &self,
+        route: Route,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, LockError> {
+        let mut connection = self.connection(route).await?;
+        bounded(
+            self.call_bound,
+            "a lock pipeline",
+            pipe.query_async(&mut connection),
+        )
+        .await
+    }
+
     /// Runs `call`, then `WAIT`s for `ack` on the same blocking connection
     /// (`WAIT` counts the writes of its own connection).
     pub(crate) async fn run_then_wait<T: FromRedisValue>(

@@ -88,6 +88,19 @@ impl Keyspace {
         true
     }
 
+    /// `APPEND key suffix` to an existing key (its expiry stays); false
+    /// when there is no key (Redis would create one; no caller needs it).
+    pub(crate) fn append(&mut self, key: &str, suffix: &str) -> bool {
+        self.drop_if_expired(key);
+        match self.entries.get_mut(key) {
+            Some(entry) => {
+                entry.value.push_str(suffix);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `DEL` of one key: true when it existed.
     pub(crate) fn del(&mut self, key: &str) -> bool {
         self.drop_if_expired(key);

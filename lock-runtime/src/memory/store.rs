@@ -69,8 +69,12 @@ pub struct HeldLock {
     pub name: String,
     /// The key it is stored under, with the locker's prefix.
     pub key: String,
-    /// The fencing token of its holder.
-    pub fence: u64,
+    /// Its holder's [`holder_label`](crate::LockConfig::holder_label).
+    /// (Not its fence: as on a Redis node, the fence is the clock at the
+    /// grant, known to the holder only.)
+    pub holder: String,
+    /// Whether a waiter found it busy while this holder held it.
+    pub contended: bool,
     /// How long its lease still runs, on the clock of the runtime asking.
     pub remaining: Duration,
 }
@@ -123,10 +127,11 @@ impl MemoryStore {
         live.into_iter()
             .filter_map(|(key, value, remaining)| {
                 let name = crate::hash_tag::name_of(&key)?;
-                let (_, fence) = value.rsplit_once(':')?;
+                let stored = crate::token::stored_value(&value)?;
                 Some(HeldLock {
                     name,
-                    fence: fence.parse().ok()?,
+                    holder: stored.holder.to_owned(),
+                    contended: stored.contended,
                     remaining: remaining?,
                     key,
                 })

@@ -158,6 +158,17 @@ impl SentinelBackend {
             .await
     }
 
+    /// Runs the pipeline `pipe` on the current master.
+    pub(crate) async fn run_plain<T: redis::FromRedisValue>(
+        &self,
+        route: Route,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, LockError> {
+        self.shared
+            .call(|master| async move { master.backend.run_plain(route, pipe).await })
+            .await
+    }
+
     /// Runs `call` on the current master and waits for its replicas (see
     /// [`SingleBackend::run_then_wait`]).
     pub(crate) async fn run_then_wait<T: redis::FromRedisValue>(

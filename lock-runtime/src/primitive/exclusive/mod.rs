@@ -12,6 +12,7 @@
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
 
+mod plain;
 pub(crate) mod quorum;
 pub(crate) mod reply;
 pub(crate) mod scripts;
@@ -42,6 +43,9 @@ pub(crate) struct Acquisition<'a> {
     pub(crate) replicas: Option<ReplicaAck>,
     /// Carried by calls the try leaves running in the background.
     pub(crate) flight: &'a InFlight,
+    /// Try the plain commands of [`plain`] first: the acquisition has not
+    /// met a busy lock (where the script's answer is needed anyway).
+    pub(crate) plain_first: bool,
 }
 
 impl Acquisition<'_> {
@@ -67,6 +71,20 @@ pub(crate) async fn acquire(
         .arg(attempt.token.as_str())
         .arg(attempt.ttl_ms());
     let Some(ack) = attempt.replicas else {
+        if attempt.plain_first {
+            let pipe = plain::take_if_free(
+                attempt.keys.lock(),
+                attempt.token.as_str(),
+                attempt.ttl_ms(),
+            );
+            if let Some(answer) = node
+                .run_plain::<plain::Answer>(attempt.route, &pipe)
+                .await?
+                && let Some(fence) = plain::fence_of(answer)
+            {
+                return Ok(AcquireReply::Acquired { fence });
+            }
+        }
         return match node.run(attempt.route, &call).await {
             Ok(answer) => Ok(AcquireReply::from_script(answer)),
             Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),

@@ -376,6 +376,7 @@ pub(crate) async fn inspect(
 /// What `needed` of the masters' `(value, pttl)` agree on.
 fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
     let owner_of = |value: &str| {
+        let value = value.strip_suffix(scripts::WAITED).unwrap_or(value);
         value
             .rsplit_once(':')
             .map_or(value, |(token, _)| token)
@@ -395,7 +396,7 @@ fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInf
         let (_, pttl) = same[needed - 1];
         let highest = same
             .iter()
-            .max_by_key(|(value, _)| crate::token::holder_and_fence(value).map(|(_, f)| f))
+            .max_by_key(|(value, _)| crate::token::stored_value(value).and_then(|v| v.fence))
             .map_or(value.as_str(), |(value, _)| value.as_str());
         return LockInfo::held(name, highest, *pttl);
     }

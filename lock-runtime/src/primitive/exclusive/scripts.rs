@@ -4,24 +4,37 @@
 //! would let us delete another owner's lock.
 //!
 //! # The lock key
-//! One key per lock, `<prefix>{<name>}`, whose value is
-//! `<owner token>:<fence>` (the token is `<holder label>/<secret>`, see
-//! [`crate::token`]) and whose expiry is the lease. Nothing else is
-//! stored: once a lock is released, or its lease has passed, nothing of it
-//! is left on the server, however many distinct locks a service takes.
-//! One key also means every script touches one key only, so on a cluster
-//! a call is never refused with `TRYAGAIN` while its slot migrates.
+//! One key per lock, `<prefix>{<name>}`, whose value is the owner token
+//! (`<holder label>/<secret>`, see [`crate::token`]) and whose expiry is
+//! the lease. A waiter that found the lock busy appends [`WAITED`] to the
+//! value, and only a release of a marked value publishes a release
+//! message: an uncontended lock costs the server no `PUBLISH`, and every
+//! waiter that sleeps on the channel marked the owner it waits for (a new
+//! owner's value starts unmarked, and the waiter's next busy try marks it).
+//! Nothing else is stored: once a lock is released, or its lease has
+//! passed, nothing of it is left on the server, however many distinct
+//! locks a service takes. One key also means every script touches one key
+//! only, so on a cluster a call is never refused with `TRYAGAIN` while its
+//! slot migrates.
 //!
 //! # Fences from the server's clock
-//! The fence of a grant is the server's clock at the grant, in microseconds
-//! since the Unix epoch (`TIME`). Two grants of one key are always at least
-//! a release or an expiry apart, which takes the server longer than a
-//! microsecond, so each later grant reads a later clock: fences rise per
-//! key with no counter to keep, lose, evict or restart, as long as the
-//! server's clock does not step back by more than the time between two
-//! grants of the key. The value is about 1.8e15: exact in Lua's doubles
-//! (below 2^53) and in a `u64`. It is written as the decimal digits `TIME`
-//! gave (never through Lua's `tostring`, which would print `1.8e+15`).
+//! The fence of a grant is the server's clock while the grant holds, in
+//! microseconds since the Unix epoch (`TIME`, read in the same script as
+//! the `SET NX`, or just after it, see [`super::plain`]). Two grants of one key are always at least a release or an
+//! expiry apart, which takes the server longer than a microsecond, so each
+//! later grant reads a later clock: fences rise per key with no counter to
+//! keep, lose, evict or restart, as long as the server's clock does not
+//! step back by more than the time between two grants of the key. The
+//! value is about 1.8e15: exact in Lua's doubles (below 2^53) and in a
+//! `u64`. It is built from the decimal digits `TIME` gave (never through
+//! Lua's `tostring`, which would print `1.8e+15`).
+//!
+//! A retry with the same token (after a lost reply) that finds the lock
+//! still ours is answered with the clock *now*: later than the grant the
+//! lost reply carried, and earlier than any later owner's grant, which
+//! must wait for this owner's lease to end. So the fence is not stored:
+//! the holder knows it ([`crate::LockGuard::fence`]), and the plain
+//! commands of [`super::plain`] can take a lock without a script.
 //!
 //! # Redlock
 //! Masters have clocks of their own, so a fence taken from one master's
@@ -29,7 +42,9 @@
 //! master instead (the `*_COUNTED` scripts), shared by every lock of the
 //! locker, seeded from that master's clock when it is missing (a new or
 //! emptied master) and raised to each fence handed out (see
-//! [`super::quorum`]).
+//! [`super::quorum`]). Its values are `<token>:<fence>` (and [`WAITED`]
+//! when marked): a retry on one master must answer the fence that master
+//! granted, which its counter no longer says.
 //!
 //! # Twins
 //! Each script that runs on one node has an in-memory twin in
@@ -42,35 +57,41 @@ use std::sync::LazyLock;
 use super::twins;
 use crate::backend::script::LuaScript;
 
-/// Takes the lock, or reports how long the current owner still holds it.
+/// The mark a waiter appends to a busy lock's value (see the module docs).
+pub(crate) const WAITED: &str = "~";
+
+/// Takes the lock, or reports how long the current owner still holds it
+/// (and marks it: someone waits).
 ///
 /// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms.
 /// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
 /// A retry with the same token after a lost reply finds the lock already
-/// ours and only refreshes its lease, returning the fence it was granted
-/// with, so it succeeds instead of reporting busy.
+/// ours and only refreshes its lease, so it succeeds instead of reporting
+/// busy (with the clock now as its fence: see the module docs).
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
+local held = ARGV[1]
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    held = redis.call('GET', KEYS[1])
+    if held == ARGV[1] or held == ARGV[1] .. '~' then
+        redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    else
+        if held and string.sub(held, -1) ~= '~' then
+            redis.call('APPEND', KEYS[1], '~')
+        end
+        return {0, redis.call('PTTL', KEYS[1])}
+    end
+end
 local now = redis.call('TIME')
-local fence = now[1] .. string.format('%06d', now[2])
-if redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'NX', 'PX', ARGV[2]) then
-    return {1, tonumber(fence)}
-end
-local held = redis.call('GET', KEYS[1])
-local mine = ARGV[1] .. ':'
-if held and string.sub(held, 1, #mine) == mine then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.match(held, '^%d+', #mine + 1))}
-end
-return {0, redis.call('PTTL', KEYS[1])}
+return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 "#,
         twins::acquire,
     )
 });
 
-/// Deletes the lock only if the caller still owns it, and then tells
-/// waiters.
+/// Deletes the lock only if the caller still owns it, and tells waiters
+/// when one marked it.
 ///
 /// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` release channel,
 /// `ARGV[3]` the publish command (`PUBLISH`, or `SPUBLISH` on a cluster,
@@ -78,21 +99,33 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// argument, not a key: a declared key that does not exist on a migrating
 /// slot's source node makes Redis answer `TRYAGAIN`, and a channel never
 /// exists as a key. A server without `SPUBLISH` (before Redis 7) gets a
-/// plain `PUBLISH`.
+/// plain `PUBLISH`. The value is ours when it is the token, marked or not,
+/// or (Redlock) the token and a fence.
 /// Returns 1 when deleted, 0 when the lock was gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
 local held = redis.call('GET', KEYS[1])
-local mine = ARGV[1] .. ':'
-if held and string.sub(held, 1, #mine) == mine then
+if held == ARGV[1] then
     redis.call('DEL', KEYS[1])
-    if not pcall(redis.call, ARGV[3], ARGV[2], '1') then
-        redis.call('PUBLISH', ARGV[2], '1')
-    end
     return 1
 end
-return 0
+if not held or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
+    return 0
+end
+local after = string.sub(held, #ARGV[1] + 1, #ARGV[1] + 1)
+if after ~= '~' and after ~= ':' then
+    return 0
+end
+redis.call('DEL', KEYS[1])
+if string.sub(held, -1) == '~' then
+    if ARGV[3] == 'PUBLISH' then
+        redis.call('PUBLISH', ARGV[2], '1')
+    elseif not pcall(redis.call, ARGV[3], ARGV[2], '1') then
+        redis.call('PUBLISH', ARGV[2], '1')
+    end
+end
+return 1
 "#,
         twins::release,
     )
@@ -116,7 +149,7 @@ return 1
 ///
 /// `KEYS[1]` lock. Returns `{value, pttl}`, `{'', -2}` when it is free.
 /// The value carries the owner's token; the caller keeps only its public
-/// parts (see [`crate::token::holder_and_fence`]).
+/// parts (see [`crate::token::stored_value`]).
 pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
@@ -160,8 +193,8 @@ pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
 local renewed = {}
 for i, key in ipairs(KEYS) do
     local held = redis.call('GET', key)
-    local mine = ARGV[2 * i - 1] .. ':'
-    if held and string.sub(held, 1, #mine) == mine then
+    local token = ARGV[2 * i - 1]
+    if held == token or held == token .. '~' then
         redis.call('PEXPIRE', key, ARGV[2 * i])
         renewed[i] = 1
     else
@@ -175,8 +208,8 @@ return renewed
 });
 
 /// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
-/// master's counter, and whether this master is still in its restart
-/// quarantine.
+/// master's counter (stored in the value, `<token>:<fence>`), and whether
+/// this master is still in its restart quarantine.
 ///
 /// `KEYS[1]` lock, `KEYS[2]` the master's fence counter, `KEYS[3]` its
 /// up mark; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]` the
@@ -201,6 +234,9 @@ pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
 local held = redis.call('GET', KEYS[1])
 local mine = ARGV[1] .. ':'
 if held and string.sub(held, 1, #mine) ~= mine then
+    if string.sub(held, -1) ~= '~' then
+        redis.call('APPEND', KEYS[1], '~')
+    end
     return {0, redis.call('PTTL', KEYS[1])}
 end
 local left = 0

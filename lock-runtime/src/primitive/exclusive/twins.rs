@@ -5,6 +5,7 @@
 
 use redis::Value;
 
+use super::scripts::WAITED;
 use crate::memory::Keyspace;
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
@@ -23,40 +24,42 @@ fn int(n: u64) -> Value {
     Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-/// The fence in a held value `<token>:<fence>` whose owner is `mine`
-/// (`<token>:`), if it is that owner's.
-fn fence_if_mine(held: &str, mine: &str) -> Option<u64> {
-    held.strip_prefix(mine).and_then(|fence| fence.parse().ok())
+/// Whether `held` is `token`'s value, marked or not.
+fn is_mine(held: &str, token: &str) -> bool {
+    held.strip_prefix(token)
+        .is_some_and(|rest| rest.is_empty() || rest == WAITED)
 }
 
 /// [`super::scripts::ACQUIRE`].
 pub(super) fn acquire(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
     let (lock, token) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
-    let mine = format!("{token}:");
-    if keys.get(lock).is_none() {
-        let fence = keys.time_us();
-        keys.set_nx_px(lock, format!("{mine}{fence}"), ttl);
-        return Ok(Value::Array(vec![int(1), int(fence)]));
+    if !keys.set_nx_px(lock, token.to_owned(), ttl) {
+        if keys.get(lock).is_some_and(|held| is_mine(held, token)) {
+            keys.pexpire(lock, ttl);
+        } else {
+            if keys.get(lock).is_some_and(|held| !held.ends_with(WAITED)) {
+                keys.append(lock, WAITED);
+            }
+            return Ok(Value::Array(vec![int(0), Value::Int(keys.pttl(lock))]));
+        }
     }
-    if let Some(fence) = keys.get(lock).and_then(|held| fence_if_mine(held, &mine)) {
-        keys.pexpire(lock, ttl);
-        return Ok(Value::Array(vec![int(1), int(fence)]));
-    }
-    Ok(Value::Array(vec![int(0), Value::Int(keys.pttl(lock))]))
+    Ok(Value::Array(vec![int(1), int(keys.time_us())]))
 }
 
 /// [`super::scripts::RELEASE`]. `ARGV[3]`, the publish command, makes no
-/// difference in memory.
+/// difference in memory. (The in-memory store holds no Redlock values.)
 pub(super) fn release(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
     let (lock, token, channel) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
-    let mine = format!("{token}:");
-    if keys.get(lock).is_some_and(|held| held.starts_with(&mine)) {
-        keys.del(lock);
+    let Some(held) = keys.get(lock).filter(|held| is_mine(held, token)) else {
+        return Ok(int(0));
+    };
+    let waited = held.ends_with(WAITED);
+    keys.del(lock);
+    if waited {
         keys.publish(channel);
-        return Ok(int(1));
     }
-    Ok(int(0))
+    Ok(int(1))
 }
 
 /// [`super::scripts::BLIND_RELEASE`].
@@ -104,9 +107,9 @@ pub(super) fn force_release(
 pub(super) fn extend(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
     let mut renewed = Vec::with_capacity(k.len());
     for (i, lock) in k.iter().enumerate() {
-        let mine = format!("{}:", nth(a, 2 * i + 1, "ARGV")?);
+        let token = nth(a, 2 * i + 1, "ARGV")?;
         let ttl = number(nth(a, 2 * i + 2, "ARGV")?, "the ttl")?;
-        if keys.get(lock).is_some_and(|held| held.starts_with(&mine)) {
+        if keys.get(lock).is_some_and(|held| is_mine(held, token)) {
             keys.pexpire(lock, ttl);
             renewed.push(int(1));
         } else {
@@ -146,10 +149,17 @@ mod tests {
         let lock = strings(&["lock:{a}"]);
         let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap());
         assert_eq!(first[0], 1);
-        let again = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap());
-        assert_eq!(again, first, "a retry gets the same fence");
+        assert_eq!(keys.get("lock:{a}"), Some("t1"), "the token, nothing else");
         let other = ints(&acquire(&mut keys, &lock, &strings(&["t2", "1000"])).unwrap());
         assert_eq!(other, [0, 1000]);
+        assert_eq!(keys.get("lock:{a}"), Some("t1~"), "marked: someone waits");
+        ints(&acquire(&mut keys, &lock, &strings(&["t3", "1000"])).unwrap());
+        assert_eq!(keys.get("lock:{a}"), Some("t1~"), "marked once");
+        keys.begin(Instant::now() + Duration::from_millis(5));
+        let again = ints(&acquire(&mut keys, &lock, &strings(&["t1", "2000"])).unwrap());
+        assert_eq!(again[0], 1, "a retry finds it ours, marked or not");
+        assert!(again[1] >= first[1], "with the clock now as its fence");
+        assert_eq!(keys.pttl("lock:{a}"), 2000);
         // A token that is a prefix of the owner's is not the owner.
         let prefix = ints(&acquire(&mut keys, &lock, &strings(&["t", "1000"])).unwrap());
         assert_eq!(prefix[0], 0);
@@ -192,8 +202,14 @@ mod tests {
         assert_eq!(extend_as(&mut keys, "t1"), [1]);
         assert_eq!(keys.pttl("lock:{a}"), 5000);
         assert_eq!(release_as(&mut keys, "t1"), [1]);
-        assert_eq!(keys.finish(), ["lock:{a}:released"]);
+        assert!(keys.finish().is_empty(), "nobody waited: no message");
         assert_eq!(keys.pttl("lock:{a}"), -2);
+        // A waiter's busy try marks the lock; its release then tells.
+        acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
+        acquire(&mut keys, &lock, &strings(&["t2", "1000"])).unwrap();
+        assert_eq!(extend_as(&mut keys, "t1"), [1], "marked, still ours");
+        assert_eq!(release_as(&mut keys, "t1"), [1]);
+        assert_eq!(keys.finish(), ["lock:{a}:released"]);
     }
 
     #[test]
@@ -210,7 +226,7 @@ mod tests {
         let Value::Array(held) = inspect(&mut keys, &lock, &[]).unwrap() else {
             panic!("not an array");
         };
-        assert!(matches!(&held[0], Value::BulkString(v) if v.starts_with(b"h/t1:")));
+        assert_eq!(held[0], Value::BulkString(b"h/t1".to_vec()));
         assert_eq!(held[1], Value::Int(1000));
         let channel = strings(&["lock:{a}:released", "PUBLISH"]);
         assert_eq!(
