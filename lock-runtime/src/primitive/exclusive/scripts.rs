@@ -71,9 +71,8 @@ pub(crate) const WAITED: &str = "~";
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
-local held = ARGV[1]
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    held = redis.call('GET', KEYS[1])
+    local held = redis.call('GET', KEYS[1])
     if held == ARGV[1] or held == ARGV[1] .. '~' then
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
     else
