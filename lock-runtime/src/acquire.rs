@@ -42,6 +42,12 @@ use crate::token::OwnerToken;
 use crate::validity;
 use crate::wait::{Backoff, Subscription, Turn};
 
+/// How long the next in line holds back after its line yielded a lock to
+/// waiters outside the locker (see [`crate::handover`]): a few round trips,
+/// the time a woken waiter needs to take it. If nobody outside took it, the
+/// line lost this much once.
+const YIELD_GRACE: Duration = Duration::from_millis(1);
+
 /// What the request decided.
 pub(crate) struct Plan {
     pub(crate) keys: LockKeys,
@@ -115,6 +121,16 @@ impl<'a> Attempt<'a> {
         let mut contended = false;
         if !self.plan.wait.is_zero() {
             contended = self.take_turn(self.plan.wait, started).await?;
+            if let Some(guard) = self.take_handover(started).await {
+                return Ok(guard);
+            }
+            if self.turn.as_mut().is_some_and(Turn::take_yield) {
+                // The last holder let go for a waiter outside this locker,
+                // whose release message is on its way: trying at once
+                // would mostly win the race and take the lock from it.
+                let left = self.plan.wait.saturating_sub(self.since(started));
+                tokio::time::sleep(YIELD_GRACE.min(left)).await;
+            }
         }
         loop {
             // Wake-ups so far are for releases before this try.
@@ -126,7 +142,7 @@ impl<'a> Attempt<'a> {
             let pttl = match reply {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
-                        return Ok(self.granted(fence, sent_at, started, contended));
+                        return Ok(self.grant(fence, sent_at, started, contended, false));
                     }
                     // The answer came after the lease could have run out, so
                     // the lock may already be someone else's: give it back,
@@ -268,6 +284,26 @@ impl<'a> Attempt<'a> {
         Ok(queued)
     }
 
+    /// Takes the lock the last holder passed to this turn (see
+    /// [`crate::handover`]) when it was passed as this attempt would have
+    /// taken it (same lease, no replicas to wait for) and is still valid;
+    /// gives any other back first.
+    async fn take_handover(&mut self, started: Instant) -> Option<LockGuard> {
+        let handover = self.turn.as_mut()?.take_handover()?;
+        let fits = handover.ttl == self.plan.ttl && self.plan.replicas.is_none();
+        if !fits
+            || validity::validity_end(handover.sent_at, handover.ttl) <= self.core.clock().now()
+        {
+            handover.give_back().await;
+            return None;
+        }
+        self.token = handover.token.clone();
+        self.route = handover.route;
+        let (fence, sent_at) = (handover.fence, handover.sent_at);
+        handover.taken();
+        Some(self.grant(fence, sent_at, started, true, true))
+    }
+
     /// Has the line subscribed to the lock's release channel unless it
     /// already is (within `left`); true when it subscribed just now.
     async fn listen(&mut self, left: Duration) -> bool {
@@ -331,12 +367,15 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    fn granted(
+    /// The lock is ours, granted by the server or `passed` by the last
+    /// holder in this locker's line.
+    fn grant(
         &mut self,
         fence: u64,
         sent_at: Instant,
         started: Instant,
         contended: bool,
+        passed: bool,
     ) -> LockGuard {
         self.armed = false;
         let core = self.core;
@@ -364,10 +403,11 @@ impl<'a> Attempt<'a> {
             key = self.plan.keys.name(),
             fence,
             waited_ms = u64::try_from(self.since(started).as_millis()).unwrap_or(u64::MAX),
+            passed,
             "lock acquired"
         );
         if let Some(turn) = self.turn.as_mut() {
-            turn.granted();
+            turn.granted(passed);
         }
         LockGuard::new(
             lease,

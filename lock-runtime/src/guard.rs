@@ -6,13 +6,16 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use crate::backend::Backend;
 use crate::backend::flights::Landing;
 use crate::core::Core;
 use crate::error::LockError;
 use crate::handle::LockHandle;
+use crate::handover::Handover;
 use crate::lease::Lease;
-use crate::primitive::exclusive;
+use crate::primitive::exclusive::{self, Passed};
 use crate::stats::Counters;
+use crate::token::OwnerToken;
 use crate::wait::Turn;
 use crate::watchdog::Watched;
 
@@ -112,8 +115,10 @@ impl LockGuard {
     }
 
     /// Releases the lock: deletes the key only if it is still ours and
-    /// wakes the waiters. `Ok(false)` means it was no longer ours (lost, or
-    /// expired), so nothing was deleted.
+    /// wakes the waiters, or, when another task of this locker waits for
+    /// the same key, passes it to that task in one step (see the crate
+    /// docs on hot keys). `Ok(false)` means it was no longer ours (lost, or
+    /// expired), so nothing was deleted or passed.
     ///
     /// Returns within two bounded round trips (`connect_timeout +
     /// response_timeout` each). On an error (or if this future is dropped
@@ -125,12 +130,14 @@ impl LockGuard {
         drop(self.watched.take());
         let bound = self.core.config.call_bound() * 2;
         let landing = self.landing.take();
-        let (core, lease) = (self.core.clone(), self.lease().clone());
+        let (core, lease, mut turn) = (self.core.clone(), self.lease().clone(), self.turn.take());
         let releasing = async move {
-            match tokio::time::timeout(bound, release(&core, &lease, landing)).await {
+            match tokio::time::timeout(bound, let_go(&core, &lease, landing, &mut turn)).await {
                 Ok(result) => result,
                 Err(_) => Err(LockError::redis_timeout("release", bound)),
             }
+            // The turn goes to the next in line here, with the lock if it
+            // was passed.
         };
         // Boxed for the same reason as an acquisition (see `LockRequest`).
         let releasing: BoxFuture<'_, Result<bool, LockError>> =
@@ -141,12 +148,66 @@ impl LockGuard {
     }
 }
 
-/// Deletes `lease`'s lock if it is still ours, after the acquisition's
-/// calls still in flight ended; counts a deletion.
-async fn release(core: &Core, lease: &Lease, landing: Option<Landing>) -> Result<bool, LockError> {
+/// Lets go of `lease`'s lock if it is still ours, after the acquisition's
+/// calls still in flight ended: passes it to the next task in `turn`'s
+/// line when there is one (see [`crate::handover`]), else deletes it.
+/// True when it was still ours.
+async fn let_go(
+    core: &Core,
+    lease: &Lease,
+    landing: Option<Landing>,
+    turn: &mut Option<Turn>,
+) -> Result<bool, LockError> {
     if let Some(landing) = landing {
         landing.landed().await;
     }
+    if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
+        && let Backend::Node(node) = &core.backend
+    {
+        let mut handover = Handover::prepare(
+            &lease.keys,
+            &core.backend,
+            &core.host,
+            OwnerToken::random(&core.holder),
+            lease.ttl,
+            lease.route,
+            core.clock().now(),
+        );
+        let pass = exclusive::Pass {
+            route: lease.route,
+            keys: &lease.keys,
+            giver: &lease.token,
+            given_fence: lease.fence,
+            taker: &handover.token,
+            ttl: lease.ttl,
+        };
+        match exclusive::pass(node, &pass).await {
+            Ok(Passed::To { fence, marked }) => {
+                handover.fence = fence;
+                turn.pass(handover, marked);
+                Counters::bump(&core.counters.released);
+                Counters::bump(&core.counters.handovers);
+                return Ok(true);
+            }
+            Ok(Passed::NotOurs) => {
+                handover.void();
+                return Ok(false);
+            }
+            // Unknown whether it passed: the hand-over's drop releases the
+            // taker's token, and the giver's is released below.
+            Err(err) => {
+                tracing::debug!(key = lease.keys.name(), error = %err, "passing the lock failed; releasing it");
+            }
+        }
+    }
+    if let Some(turn) = turn.as_mut() {
+        turn.released();
+    }
+    release(core, lease).await
+}
+
+/// Deletes `lease`'s lock if it is still ours; counts a deletion.
+async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
     let deleted = exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token).await?;
     if deleted {
         Counters::bump(&core.counters.released);
@@ -162,12 +223,13 @@ impl Drop for LockGuard {
         self.lease().mark_released();
         drop(self.watched.take());
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
-        let turn = self.turn.take();
+        let mut turn = self.turn.take();
         self.core.host.detach(async move {
-            if let Err(err) = release(&core, &lease, landing).await {
+            if let Err(err) = let_go(&core, &lease, landing, &mut turn).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
-            // The next in line tries once the lock is free.
+            // The next in line takes the lock passed to it, or tries once
+            // the lock is free.
             drop(turn);
         });
     }

@@ -45,6 +45,7 @@ mod error;
 mod global;
 mod guard;
 mod handle;
+mod handover;
 mod hash_tag;
 mod host;
 mod inspect;

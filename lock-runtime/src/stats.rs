@@ -38,6 +38,9 @@ pub struct LockerStats {
     /// Locks released by their holder (explicitly or by dropping the guard)
     /// while still theirs; releasing a lock already lost does not count.
     pub released: u64,
+    /// Of those, locks passed straight to the next task of this locker
+    /// waiting for the same key, without being freed on the server.
+    pub handovers: u64,
 }
 
 /// The live counters behind [`LockerStats`].
@@ -54,6 +57,7 @@ pub(crate) struct Counters {
     pub(crate) renewal_errors: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) released: AtomicU64,
+    pub(crate) handovers: AtomicU64,
 }
 
 impl Counters {
@@ -77,6 +81,7 @@ impl Counters {
             renewal_errors: read(&self.renewal_errors),
             lost: read(&self.lost),
             released: read(&self.released),
+            handovers: read(&self.handovers),
         }
     }
 }

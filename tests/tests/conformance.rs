@@ -32,6 +32,7 @@ const BEHAVIOURS: &[&str] = &[
     "a_cancelled_acquisition_leaves_nothing_held",
     "dropping_a_guard_releases_the_lock",
     "contenders_take_turns_and_never_overlap",
+    "the_next_task_in_line_is_handed_the_lock",
     "a_nested_call_reenters_without_waiting",
     "sibling_nested_calls_take_turns",
     "a_non_reentrant_nested_call_fails_at_once",
@@ -150,7 +151,7 @@ mod conformance {
 
     all_but!(
         memory, Kind::Memory, #[tokio::test(start_paused = true)],
-        also: [waiting_for_replicas_needs_replicas],
+        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "the in-memory store cannot lose a reply; its acquire twin's idempotence is unit-tested (primitive/exclusive/twins.rs)",
@@ -159,7 +160,7 @@ mod conformance {
 
     all_but!(
         single, Kind::Single, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [],
+        also: [the_next_task_in_line_is_handed_the_lock],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "one server may have replicas; WAIT is tested with a real replica in replication.rs and bounds.rs",
@@ -170,7 +171,7 @@ mod conformance {
 
     all_but!(
         cluster, Kind::Cluster, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [waiting_for_replicas_needs_replicas],
+        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "needs a reply dropped in flight: the same acquire script as one server (lost_replies.rs), routed by slot",
@@ -179,7 +180,7 @@ mod conformance {
 
     all_but!(
         sentinel, Kind::Sentinel, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [],
+        also: [the_next_task_in_line_is_handed_the_lock],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "Sentinel has replicas to wait for; sentinel.rs and the chaos run's sentinel-wait test it through failovers",
@@ -192,6 +193,8 @@ mod conformance {
         redlock, Kind::Redlock, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
         also: [waiting_for_replicas_needs_replicas],
         exclude: [
+            the_next_task_in_line_is_handed_the_lock =>
+                "a majority is not passed (each master would need the hand-over, and a vote on it): the holder releases and the next in line takes it",
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "needs replies dropped in flight: redlock.rs drops them on a minority and a majority of masters",
         ],
@@ -495,6 +498,55 @@ mod behaviours {
         fences.sort_unstable();
         fences.dedup();
         assert_eq!(fences.len(), 8, "each turn its own fence");
+    }
+
+    /// Tasks of one locker take turns on a key; a holder with someone in
+    /// line passes the lock (one step on the server, a fresh token and a
+    /// higher fence) instead of releasing it.
+    pub async fn the_next_task_in_line_is_handed_the_lock(site: &Site) {
+        const TASKS: usize = 4;
+        const ROUNDS: usize = 10;
+        let locker = site.locker().await;
+        let inside = std::sync::Arc::new(AtomicU32::new(0));
+        // Fences in the order of the grants, recorded while held.
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..TASKS {
+            let (locker, inside, order) = (locker.clone(), inside.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = locker
+                        .lock("r")
+                        .ttl(TTL)
+                        .wait(FOREVER)
+                        .acquire()
+                        .await
+                        .unwrap();
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    order.lock().unwrap().push(guard.fence());
+                    // Held across an await: the others queue up meanwhile.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    assert!(guard.release().await.unwrap(), "still ours");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        assert_eq!(order.len(), TASKS * ROUNDS);
+        assert!(
+            order.windows(2).all(|pair| pair[0] < pair[1]),
+            "fences rise grant after grant: {order:?}"
+        );
+        let stats = locker.stats();
+        assert_eq!(stats.acquired, (TASKS * ROUNDS) as u64, "{stats:?}");
+        assert_eq!(stats.released, (TASKS * ROUNDS) as u64, "{stats:?}");
+        assert!(stats.handovers > 0, "nobody was handed the lock: {stats:?}");
+        // The last holder had nobody in line: it released, nothing is left.
+        eventually("the lock is gone", STALL_ROOM, || !site.exists("r")).await;
+        assert!(locker.inspect("r").await.unwrap().holder.is_none());
     }
 
     #[distributed_lock(key = "acct:<id>", wait = "5s", locker = locker)]

@@ -1,5 +1,5 @@
 //! [`Keyspace`]: the in-memory store's data, and the few Redis commands
-//! the lock scripts use (`GET`, `SET NX PX`, `DEL`, `PEXPIRE`, `PTTL`,
+//! the lock scripts use (`GET`, `SET [NX] PX`, `DEL`, `PEXPIRE`, `PTTL`,
 //! `TIME`, `PUBLISH`) with Redis's answers.
 //!
 //! # Time
@@ -86,6 +86,12 @@ impl Keyspace {
         );
         self.pexpire(key, ttl_ms);
         true
+    }
+
+    /// `SET key value PX ttl`, whatever the key held.
+    pub(crate) fn set_px(&mut self, key: &str, value: String, ttl_ms: u64) {
+        self.del(key);
+        self.set_nx_px(key, value, ttl_ms);
     }
 
     /// `APPEND key suffix` to an existing key (its expiry stays); false

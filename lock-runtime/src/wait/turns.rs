@@ -15,6 +15,10 @@
 //! is a map entry and an uncontended mutex, no server call; on a hot key,
 //! a burst of arrivals sends one try per process instead of one per task.
 //!
+//! When the holder lets go and someone is in line, it may pass the lock
+//! straight to the next task instead of releasing it (see
+//! [`crate::handover`]): the pass travels with the turn.
+//!
 //! The line also keeps the subscription to the lock's release channel
 //! ([`Listening`]) once it needed one, from then until its last member
 //! leaves, whoever has the turn: on a hot key it is never dropped and taken
@@ -28,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use super::waiters::Subscription;
+use crate::handover::{Handover, PASSES_WHILE_OTHERS_WAIT};
 
 /// Every key this locker's tasks queue for.
 #[derive(Default)]
@@ -42,6 +47,15 @@ pub(crate) struct Listening {
     pub(crate) subscription: Option<Subscription>,
     /// Whether the server confirmed the subscription.
     pub(crate) confirmed: bool,
+    /// The lock, passed by the last holder to whoever takes the turn next.
+    handover: Option<Handover>,
+    /// Passes in a row since the line last took the lock from the server.
+    passes: u32,
+    /// Whether someone outside the locker waited, at the last pass.
+    marked: bool,
+    /// The last holder released the lock after the line's share, for
+    /// someone outside the locker: the next in line lets them go first.
+    yielded: bool,
 }
 
 /// One key's line.
@@ -73,18 +87,60 @@ impl Turn {
         self.queued
     }
 
-    /// The lock was granted: if nobody else is in line, stop listening
-    /// (a lone waiter's subscription ends with its wait, as without a
-    /// line); else keep it for the next in line.
-    pub(crate) fn granted(&mut self) {
-        let members = self
-            .place
-            .line
-            .members
-            .load(std::sync::atomic::Ordering::SeqCst);
-        if members <= 1 {
+    /// The lock was granted by the server (`passed` false) or passed by
+    /// the last holder: if nobody else is in line, stop listening (a lone
+    /// waiter's subscription ends with its wait, as without a line); else
+    /// keep it for the next in line.
+    pub(crate) fn granted(&mut self, passed: bool) {
+        if !passed {
+            self.listening.passes = 0;
+            self.listening.marked = false;
+        }
+        if self.members() <= 1 {
             *self.listening = Listening::default();
         }
+    }
+
+    /// Whether the holder should pass the lock to the next in line rather
+    /// than release it: someone is in line, and the line has not yet had
+    /// its share while others wait (see [`crate::handover`]).
+    pub(crate) fn should_pass(&self) -> bool {
+        self.members() > 1
+            && !(self.listening.marked && self.listening.passes >= PASSES_WHILE_OTHERS_WAIT)
+    }
+
+    /// The holder released the lock rather than passing it: when that was
+    /// because the line had its share while others wait, the next in line
+    /// will let them take it first (see [`Self::take_yield`]).
+    pub(crate) fn released(&mut self) {
+        self.listening.yielded = self.members() > 1
+            && self.listening.marked
+            && self.listening.passes >= PASSES_WHILE_OTHERS_WAIT;
+    }
+
+    /// Whether the last holder yielded the lock to waiters outside the
+    /// locker (once: the flag is cleared).
+    pub(crate) fn take_yield(&mut self) -> bool {
+        std::mem::take(&mut self.listening.yielded)
+    }
+
+    /// The lock was passed: the next to take the turn finds `handover`.
+    pub(crate) fn pass(&mut self, handover: Handover, marked: bool) {
+        self.listening.handover = Some(handover);
+        self.listening.passes += 1;
+        self.listening.marked = marked;
+    }
+
+    /// The lock the last holder passed to this turn, if it did.
+    pub(crate) fn take_handover(&mut self) -> Option<Handover> {
+        self.listening.handover.take()
+    }
+
+    fn members(&self) -> usize {
+        self.place
+            .line
+            .members
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

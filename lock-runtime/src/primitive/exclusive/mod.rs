@@ -9,6 +9,7 @@
 //! - [`release`]: delete it only if it is still ours, and announce the
 //!   release to waiters.
 //! - [`renew`]: extend many leases in one call, one answer per lease.
+//! - [`pass`]: hand a held lock straight to a new owner (one node only).
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
 
@@ -141,6 +142,46 @@ async fn release_on_node(
         .arg(node.publish_command());
     let deleted: i64 = node.run(route, &call).await?;
     Ok(deleted == 1)
+}
+
+/// What a [`pass`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Passed {
+    /// The taker owns the lock now, with `fence`; `marked` when someone
+    /// outside the giver's locker waits for it.
+    To { fence: u64, marked: bool },
+    /// The lock was no longer the giver's: nothing changed.
+    NotOurs,
+}
+
+/// One hand-over of a held lock (see [`scripts::PASS`]).
+pub(crate) struct Pass<'a> {
+    pub(crate) route: Route,
+    pub(crate) keys: &'a LockKeys,
+    pub(crate) giver: &'a OwnerToken,
+    pub(crate) given_fence: u64,
+    pub(crate) taker: &'a OwnerToken,
+    pub(crate) ttl: Duration,
+}
+
+/// Hands the giver's lock to the taker's token in one step, without
+/// releasing it. One node only: on Redlock each master would need the
+/// hand-over, and a vote on it.
+pub(crate) async fn pass(node: &NodeBackend, pass: &Pass<'_>) -> Result<Passed, LockError> {
+    let mut call = scripts::PASS.call();
+    call.key(pass.keys.lock())
+        .arg(pass.giver.as_str())
+        .arg(pass.taker.as_str())
+        .arg(u64::try_from(pass.ttl.as_millis()).unwrap_or(u64::MAX))
+        .arg(pass.given_fence);
+    let (outcome, fence): (i64, i64) = node.run(pass.route, &call).await?;
+    Ok(match outcome {
+        0 => Passed::NotOurs,
+        outcome => Passed::To {
+            fence: u64::try_from(fence).unwrap_or(0),
+            marked: outcome == 2,
+        },
+    })
 }
 
 /// The lock of `keys` as the server sees it (Redlock: a majority).

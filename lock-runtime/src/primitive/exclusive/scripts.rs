@@ -20,9 +20,14 @@
 //! # Fences from the server's clock
 //! The fence of a grant is the server's clock while the grant holds, in
 //! microseconds since the Unix epoch (`TIME`, read in the same script as
-//! the `SET NX`, or just after it, see [`super::plain`]). Two grants of one key are always at least a release or an
-//! expiry apart, which takes the server longer than a microsecond, so each
-//! later grant reads a later clock: fences rise per key with no counter to
+//! the `SET NX`, or just after it, see [`super::plain`]). Two grants of
+//! one key are always at least a release or an expiry apart, which takes
+//! the server longer than a microsecond, so each later grant reads a later
+//! clock. A [`PASS`] from one owner straight to the next has no release in
+//! between, but it comes a client round trip after the giver's grant, so
+//! it reads a later clock too; it also answers at least the giver's fence
+//! plus one, so even a clock that stepped back cannot repeat a fence from
+//! owner to owner. Fences rise per key with no counter to
 //! keep, lose, evict or restart, as long as the server's clock does not
 //! step back by more than the time between two grants of the key. The
 //! value is about 1.8e15: exact in Lua's doubles (below 2^53) and in a
@@ -127,6 +132,37 @@ end
 return 1
 "#,
         twins::release,
+    )
+});
+
+/// Hands a held lock straight to a new owner token: the next task of the
+/// holder's locker waiting for the same key (see [`crate::handover`]). The
+/// key never becomes free, so nobody else can take it in between, and the
+/// new owner's fence is the clock now, as for any grant.
+///
+/// `KEYS[1]` lock; `ARGV[1]` the giver's token, `ARGV[2]` the taker's,
+/// `ARGV[3]` the taker's ttl in ms, `ARGV[4]` the giver's fence.
+/// Returns `{0, 0}` when the lock is no longer the giver's (nothing
+/// changed), else `{1, fence}`, or `{2, fence}` when a waiter had marked it
+/// (the mark stays, so the taker's release announces itself). The fence is
+/// above the giver's even if both grants read the same microsecond.
+pub(crate) static PASS: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::with_twin(
+        r#"
+local held = redis.call('GET', KEYS[1])
+if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
+    return {0, 0}
+end
+local mark = string.sub(held, -1) == '~'
+redis.call('SET', KEYS[1], ARGV[2] .. (mark and '~' or ''), 'PX', ARGV[3])
+local now = redis.call('TIME')
+local fence = tonumber(now[1] .. string.format('%06d', now[2]))
+if fence <= tonumber(ARGV[4]) then
+    fence = tonumber(ARGV[4]) + 1
+end
+return {mark and 2 or 1, fence}
+"#,
+        twins::pass,
     )
 });
 
@@ -336,10 +372,11 @@ return renewed
 
 /// Every script, for loading on a fresh master.
 pub(crate) fn all() -> &'static [&'static LuaScript] {
-    static ALL: LazyLock<[&'static LuaScript; 6]> = LazyLock::new(|| {
+    static ALL: LazyLock<[&'static LuaScript; 7]> = LazyLock::new(|| {
         [
             &*ACQUIRE,
             &*RELEASE,
+            &*PASS,
             &*EXTEND,
             &*ACQUIRE_COUNTED,
             &*RAISE_COUNTER,

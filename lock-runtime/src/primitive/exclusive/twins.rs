@@ -62,6 +62,28 @@ pub(super) fn release(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result
     Ok(int(1))
 }
 
+/// [`super::scripts::PASS`].
+pub(super) fn pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+    let (lock, giver, taker) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
+    let ttl = number(nth(a, 3, "ARGV")?, "the ttl")?;
+    let given = number(nth(a, 4, "ARGV")?, "the fence")?;
+    let Some(held) = keys.get(lock).filter(|held| is_mine(held, giver)) else {
+        return Ok(Value::Array(vec![int(0), int(0)]));
+    };
+    let marked = held.ends_with(WAITED);
+    let value = if marked {
+        format!("{taker}{WAITED}")
+    } else {
+        taker.to_owned()
+    };
+    keys.set_px(lock, value, ttl);
+    let fence = keys.time_us().max(given.saturating_add(1));
+    Ok(Value::Array(vec![
+        int(if marked { 2 } else { 1 }),
+        int(fence),
+    ]))
+}
+
 /// [`super::scripts::BLIND_RELEASE`].
 #[cfg(feature = "sabotage")]
 pub(super) fn blind_release(
@@ -210,6 +232,39 @@ mod tests {
         assert_eq!(extend_as(&mut keys, "t1"), [1], "marked, still ours");
         assert_eq!(release_as(&mut keys, "t1"), [1]);
         assert_eq!(keys.finish(), ["lock:{a}:released"]);
+    }
+
+    #[test]
+    fn a_pass_moves_the_lock_keeps_its_mark_and_raises_the_fence() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        let lock = strings(&["lock:{a}"]);
+        let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap())[1];
+        let pass_as = |keys: &mut Keyspace, giver: &str, taker: &str, fence: i64| {
+            let args = strings(&[giver, taker, "2000", &fence.to_string()]);
+            ints(&pass(keys, &lock, &args).unwrap())
+        };
+        // Not the giver's: nothing changes.
+        assert_eq!(pass_as(&mut keys, "t9", "t2", first), [0, 0]);
+        assert_eq!(keys.get("lock:{a}"), Some("t1"));
+        // Unmarked; a giver's fence ahead of the clock is still exceeded.
+        let ahead = first + 60_000_000;
+        let second = pass_as(&mut keys, "t1", "t2", ahead);
+        assert_eq!(second, [1, ahead + 1]);
+        assert_eq!(keys.get("lock:{a}"), Some("t2"));
+        assert_eq!(keys.pttl("lock:{a}"), 2000, "the taker's lease");
+        // Someone else waits: the mark stays with the lock.
+        acquire(&mut keys, &lock, &strings(&["t8", "1000"])).unwrap();
+        let third = pass_as(&mut keys, "t2", "t3", second[1]);
+        assert_eq!(third[0], 2);
+        assert!(third[1] > second[1]);
+        assert_eq!(keys.get("lock:{a}"), Some("t3~"));
+        assert_eq!(
+            pass_as(&mut keys, "t2", "t4", third[1]),
+            [0, 0],
+            "the giver gave it away"
+        );
+        assert!(keys.finish().is_empty(), "a pass announces nothing");
     }
 
     #[test]

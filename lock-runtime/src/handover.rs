@@ -1,0 +1,133 @@
+//! Handing a held lock to the next task of the same locker that waits for
+//! it, without letting go of it on the server.
+//!
+//! # Why
+//! On a hot key (a flash sale) the tasks of one process queue for the lock
+//! in their locker's line (see [`crate::wait::Turns`]). Releasing it and
+//! having the next in line take it again costs two round trips, a release
+//! message and a wake-up, and the key is free in between. A pass costs one
+//! round trip: one script swaps the holder's token on the key for a fresh
+//! token of the next task in line and gives it a fence from the server's
+//! clock, as any grant does (see
+//! [`PASS`](crate::primitive::exclusive::scripts::PASS)). Every grant is
+//! still a server-side grant with its own token, lease and fence; a lock
+//! that was no longer the holder's is not passed, and the next in line
+//! takes it the usual way.
+//!
+//! # Fair to the other processes
+//! While nobody outside the locker waits, a lock is passed as long as the
+//! line has someone. Once someone else marked it (a busy try, see the
+//! scripts' docs), the line passes it at most [`PASSES_WHILE_OTHERS_WAIT`]
+//! times in a row and then releases it, announcing the release. The next
+//! in line then holds back for a moment (a millisecond: the time a woken
+//! waiter needs to take the lock) instead of racing the waiter it was
+//! released for. A waiter in another process waits for about that many
+//! holds of this process, not for the whole line. Batches of a few grants
+//! per process are what make the sale fast (handoffs inside a process cost
+//! one round trip, and between processes the usual release and wake-up).
+//!
+//! # Never held by nobody
+//! A pass that is not taken (the next in line gave up meanwhile, or wants
+//! another ttl or replica acknowledgements) is released again; one whose
+//! answer never came is released too (a compare-and-delete, harmless if
+//! the pass did not happen).
+
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, Route};
+use crate::host::Host;
+use crate::keys::LockKeys;
+use crate::primitive::exclusive;
+use crate::token::OwnerToken;
+
+/// Passes in a row while someone outside the locker waits for the lock.
+pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
+
+/// A lock passed to the next task in line, until that task takes it.
+pub(crate) struct Handover {
+    /// The taker's token, now the owner's on the server.
+    pub(crate) token: OwnerToken,
+    /// The taker's fence.
+    pub(crate) fence: u64,
+    /// The lease the pass set.
+    pub(crate) ttl: Duration,
+    /// Where the pass ran; the taker's release goes the same way.
+    pub(crate) route: Route,
+    /// When the pass was sent: the taker's lease starts then.
+    pub(crate) sent_at: Instant,
+    undo: Option<Undo>,
+}
+
+/// What gives an untaken hand-over back.
+struct Undo {
+    keys: LockKeys,
+    backend: Backend,
+    host: Host,
+}
+
+impl Handover {
+    /// A hand-over about to be sent to the server: until it is taken, its
+    /// drop releases the taker's token (in the background).
+    pub(crate) fn prepare(
+        keys: &LockKeys,
+        backend: &Backend,
+        host: &Host,
+        token: OwnerToken,
+        ttl: Duration,
+        route: Route,
+        sent_at: Instant,
+    ) -> Self {
+        Self {
+            token,
+            fence: 0,
+            ttl,
+            route,
+            sent_at,
+            undo: Some(Undo {
+                keys: keys.clone(),
+                backend: backend.clone(),
+                host: host.clone(),
+            }),
+        }
+    }
+
+    /// The taker took the lock: nothing is left to undo.
+    pub(crate) fn taken(mut self) {
+        self.undo = None;
+    }
+
+    /// The pass did not happen (the lock was no longer the giver's).
+    pub(crate) fn void(mut self) {
+        self.undo = None;
+    }
+
+    /// Gives an untaken hand-over back now, on its route.
+    pub(crate) async fn give_back(mut self) {
+        if let Some(undo) = self.undo.as_ref() {
+            let released =
+                exclusive::release(&undo.backend, self.route, &undo.keys, &self.token).await;
+            if released.is_ok() {
+                self.undo = None;
+            }
+        }
+    }
+}
+
+impl Drop for Handover {
+    fn drop(&mut self) {
+        let Some(Undo {
+            keys,
+            backend,
+            host,
+        }) = self.undo.take()
+        else {
+            return;
+        };
+        let (route, token) = (self.route, self.token.clone());
+        host.clone().detach(async move {
+            if let Err(err) = exclusive::release(&backend, route, &keys, &token).await {
+                tracing::debug!(key = keys.name(), error = %err, "release of an untaken hand-over failed; the lease will run out");
+            }
+        });
+    }
+}

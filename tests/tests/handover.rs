@@ -1,0 +1,155 @@
+//! A holder with another task of its locker in line passes the lock to it
+//! (see `lock-runtime/src/handover.rs`): what is never passed, what is given
+//! back, and that another locker's waiter is not starved by a busy line.
+//! The common case runs on every backend in conformance.rs
+//! (`the_next_task_in_line_is_handed_the_lock`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_runtime::Locker;
+use lock_tests::RedisServer;
+use lock_tests::fixtures::{STALL_PROOF_TTL, eventually, get, lock_key, locker};
+
+const FOREVER: Duration = Duration::from_secs(60);
+
+/// A task of `locker` queued behind the current holder of `name` (on a
+/// current-thread runtime, one yield lets it reach its place in line).
+async fn queue(
+    locker: &Locker,
+    name: &'static str,
+    ttl: Duration,
+) -> tokio::task::JoinHandle<lock_runtime::LockGuard> {
+    let locker = locker.clone();
+    let task = tokio::spawn(async move {
+        locker
+            .lock(name)
+            .ttl(ttl)
+            .wait(FOREVER)
+            .acquire()
+            .await
+            .unwrap()
+    });
+    tokio::task::yield_now().await;
+    task
+}
+
+#[tokio::test]
+async fn a_lock_that_is_no_longer_ours_is_not_passed() {
+    let server = RedisServer::start();
+    let (ours, theirs) = (locker(&server.url()).await, locker(&server.url()).await);
+    let guard = ours
+        .lock("gone")
+        .ttl(STALL_PROOF_TTL)
+        .wait(FOREVER)
+        .acquire()
+        .await
+        .unwrap();
+    let next = queue(&ours, "gone", STALL_PROOF_TTL).await;
+    // An operator frees the lock and another locker takes it.
+    assert!(theirs.force_unlock("gone").await.unwrap());
+    let other = theirs.lock("gone").try_acquire().await.unwrap().unwrap();
+    assert!(
+        !guard.release().await.unwrap(),
+        "not ours to release or pass"
+    );
+    assert_eq!(ours.stats().handovers, 0);
+    assert!(!next.is_finished());
+    let other_fence = other.fence();
+    assert!(other.release().await.unwrap());
+    // The next in line took it from the server once it was free.
+    let next = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next in line got the lock")
+        .unwrap();
+    assert!(next.fence() > other_fence);
+    assert_eq!(ours.stats().handovers, 0);
+    assert!(next.release().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_lock_passed_with_another_lease_is_given_back_and_taken_again() {
+    let server = RedisServer::start();
+    let ours = locker(&server.url()).await;
+    let guard = ours
+        .lock("ttl")
+        .ttl(STALL_PROOF_TTL)
+        .wait(FOREVER)
+        .acquire()
+        .await
+        .unwrap();
+    // The next in line asks for a longer lease than the pass would give.
+    let next = queue(&ours, "ttl", STALL_PROOF_TTL * 2).await;
+    let passed_fence = guard.fence();
+    assert!(guard.release().await.unwrap());
+    assert_eq!(ours.stats().handovers, 1, "passed");
+    let next = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next in line got the lock")
+        .unwrap();
+    // Given back, then taken with the lease it asked for.
+    assert!(next.fence() > passed_fence);
+    assert_eq!(next.ttl(), STALL_PROOF_TTL * 2);
+    let pttl = lock_tests::fixtures::pttl(&server, &lock_key("ttl"));
+    assert!(pttl > STALL_PROOF_TTL.as_millis() as i64, "pttl {pttl}");
+    assert!(next.release().await.unwrap());
+    assert!(get(&server, &lock_key("ttl")).is_none(), "nothing left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_line_does_not_starve_another_lockers_waiter() {
+    const TASKS: usize = 3;
+    let server = RedisServer::start();
+    let (busy, other) = (locker(&server.url()).await, locker(&server.url()).await);
+    let grants = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut line = Vec::new();
+    for _ in 0..TASKS {
+        let (busy, grants, stop) = (busy.clone(), grants.clone(), stop.clone());
+        line.push(tokio::spawn(async move {
+            // Bounded in count as well as by the other locker's turn.
+            for _ in 0..2_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let guard = busy
+                    .lock("sale")
+                    .ttl(STALL_PROOF_TTL)
+                    .wait(FOREVER)
+                    .acquire()
+                    .await
+                    .unwrap();
+                grants.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    eventually("the line is busy", Duration::from_secs(10), || {
+        grants.load(Ordering::SeqCst) >= 20
+    })
+    .await;
+    let before = grants.load(Ordering::SeqCst);
+    let guard = other
+        .lock("sale")
+        .ttl(STALL_PROOF_TTL)
+        .wait(FOREVER)
+        .acquire()
+        .await
+        .unwrap();
+    let waited = grants.load(Ordering::SeqCst) - before;
+    stop.store(true, Ordering::SeqCst);
+    assert!(guard.release().await.unwrap());
+    for task in line {
+        task.await.unwrap();
+    }
+    println!(
+        "the other locker's waiter got the lock after {waited} grants of the busy line; {:?}",
+        busy.stats()
+    );
+    assert!(busy.stats().handovers > 0, "{:?}", busy.stats());
+    // About one batch of the line (8 passes and a release); far below the
+    // 6,000 grants the line would make if it never let go.
+    assert!(waited < 200, "starved for {waited} grants");
+}
