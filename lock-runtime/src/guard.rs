@@ -116,9 +116,10 @@ impl LockGuard {
 
     /// Releases the lock: deletes the key only if it is still ours and
     /// wakes the waiters, or, when another task of this locker waits for
-    /// the same key, passes it to that task in one step (see the crate
-    /// docs on hot keys). `Ok(false)` means it was no longer ours (lost, or
-    /// expired), so nothing was deleted or passed.
+    /// the same key, passes it to that task in one step (a fresh owner
+    /// token and a higher fence for it; the key is never free in between).
+    /// `Ok(false)` means it was no longer ours (lost, or expired), so
+    /// nothing was deleted or passed.
     ///
     /// Returns within two bounded round trips (`connect_timeout +
     /// response_timeout` each). On an error (or if this future is dropped
@@ -193,10 +194,15 @@ async fn let_go(
                 handover.void();
                 return Ok(false);
             }
-            // Unknown whether it passed: the hand-over's drop releases the
-            // taker's token, and the giver's is released below.
+            // Unknown whether it passed: release the taker's token, and
+            // if it was not there, the giver's (on the pass's route, so
+            // after it). The lock was ours to the end if either was there.
             Err(err) => {
                 tracing::debug!(key = lease.keys.name(), error = %err, "passing the lock failed; releasing it");
+                if handover.give_back().await {
+                    Counters::bump(&core.counters.released);
+                    return Ok(true);
+                }
             }
         }
     }

@@ -29,8 +29,8 @@
 //! independent masters: the URL picks the deployment (see [`LockConfig`]).
 //!
 //! Redis layout: one key per lock, `<prefix>{<key>}`, holding the owner
-//! token and the fence with the lease as its expiry (nothing is left once
-//! a lock is released or its lease has passed), and the channel
+//! token (on Redlock, with the fence) with the lease as its expiry (nothing
+//! is left once a lock is released or its lease has passed), and the channel
 //! `<prefix>{<key>}:released`, in the same cluster hash slot, where
 //! releases are announced. See `ARCHITECTURE.md` for the map of the code.
 

@@ -97,7 +97,11 @@ impl Turn {
             self.listening.marked = false;
         }
         if self.members() <= 1 {
-            *self.listening = Listening::default();
+            // The count of passes stays: a line that empties and fills
+            // again between passes is still one run of passes, and the
+            // limit must hold for it.
+            self.listening.subscription = None;
+            self.listening.confirmed = false;
         }
     }
 
