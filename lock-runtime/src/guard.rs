@@ -15,6 +15,7 @@ use crate::handover::Handover;
 use crate::lease::Lease;
 use crate::primitive::exclusive::{self, Passed};
 use crate::stats::Counters;
+use crate::telemetry;
 use crate::token::OwnerToken;
 use crate::wait::Turn;
 use crate::watchdog::Watched;
@@ -188,6 +189,7 @@ async fn let_go(
                 turn.pass(handover, marked);
                 Counters::bump(&core.counters.released);
                 Counters::bump(&core.counters.handovers);
+                telemetry::handed_over(lease.template);
                 return Ok(true);
             }
             Ok(Passed::NotOurs) => {

@@ -11,6 +11,7 @@
 //! | `lock_held` | gauge | `template`, `primitive` | locks held by this process now |
 //! | `lock_renewals_total` | counter | `template`, `primitive`, `outcome` | renewals: `renewed`, `refused` (gone), `unconfirmed` (retried) |
 //! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap` |
+//! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::handover`]) |
 //!
 //! Labels are bounded: `template` is the attribute's key template
 //! (`stock:<sku>`) or what [`LockRequest::template`](crate::LockRequest::template)
@@ -85,6 +86,18 @@ pub(crate) fn loss(template: &'static str, cause: &'static str) {
     let _ = (template, cause);
 }
 
+/// A lock of `template` was passed to the next task in its locker's line.
+pub(crate) fn handed_over(template: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "lock_handovers_total",
+        "template" => template, "primitive" => PRIMITIVE
+    )
+    .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = template;
+}
+
 /// Describes every metric to the installed recorder (units and help
 /// text); called when a locker connects.
 pub(crate) fn describe() {
@@ -113,6 +126,10 @@ pub(crate) fn describe() {
         describe_counter!(
             "lock_losses_total",
             "Locks lost by cause: refused, unconfirmed, lease_ended, lapsed, hold_cap"
+        );
+        describe_counter!(
+            "lock_handovers_total",
+            "Locks passed straight to the next task of the same locker waiting for them"
         );
     }
 }

@@ -130,6 +130,16 @@ async fn every_metric_counts_what_happened() {
     let capped = report(&a, "nightly", Duration::from_secs(60)).await;
     assert!(matches!(capped, Err(LockError::HoldCapExceeded { .. })));
     report(&a, "hourly", Duration::from_secs(1)).await.unwrap();
+    // A lock passed to the next task of its locker in line.
+    let sale = move |locker: &Locker| locker.lock("s:1").template("sale").wait(wait);
+    let first = sale(&a).acquire().await.unwrap();
+    let next = {
+        let a = a.clone();
+        tokio::spawn(async move { sale(&a).acquire().await.unwrap().release().await })
+    };
+    tokio::task::yield_now().await; // `next` is in line now
+    assert!(first.release().await.unwrap());
+    assert!(next.await.unwrap().unwrap());
 
     let m = take_metrics();
     let outcome = |o: &str| counter(&m, "lock_acquisitions_total", &[t, p, o]);
@@ -160,8 +170,10 @@ async fn every_metric_counts_what_happened() {
     assert_eq!(acquired, 2, "{m:?}");
     let held = samples(&m, "lock_hold_seconds", &[r, p]);
     assert_eq!(held.len(), 2, "{held:?}");
+    let s = "template=sale";
+    assert_eq!(counter(&m, "lock_handovers_total", &[s, p]), 1, "{m:?}");
     // Every hold ended: nothing held, per template.
-    for template in [t, r] {
+    for template in [t, r, s] {
         match m.get(&("lock_held".to_owned(), labels(&[template, p]))) {
             Some(DebugValue::Gauge(n)) => assert_eq!(n.into_inner(), 0.0, "{template}"),
             other => panic!("lock_held {template}: {other:?}"),
