@@ -2,31 +2,67 @@
 //! taken in the order they arrive, so a round can stop as soon as its
 //! outcome is known without waiting for a slow master.
 //!
-//! The calls run in a task of their own and always run to their end (or
-//! bound), whether or not anyone still reads their answers: a script call
-//! on a master that lost its scripts takes three round trips (`EVALSHA`,
-//! `NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA`), and one cut off after the first
-//! would leave that master without the lock (or the renewal) every time it
-//! is the slowest.
+//! The caller's task runs the calls while it reads their answers (no task
+//! of their own, no channel: a round is a handful of futures). The calls
+//! always run to their end (or bound), whether or not anyone still reads
+//! their answers: a round dropped with calls still running hands them to a
+//! task of their own. A script call on a master that lost its scripts
+//! takes three round trips (`EVALSHA`, `NOSCRIPT`, `SCRIPT LOAD`,
+//! `EVALSHA`), and one cut off after the first would leave that master
+//! without the lock (or the renewal) every time it is the slowest.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::mpsc;
 
 use super::master::Master;
 use crate::backend::flights::InFlight;
 use crate::backend::single::SingleBackend;
 use crate::error::LockError;
 
+/// One master's call, answering its index and its answer.
+type Call<T> = Pin<Box<dyn Future<Output = (usize, Result<T, LockError>)> + Send>>;
+
+/// The calls of one round, whose answers [`Round::recv`] yields as they
+/// arrive.
+pub(crate) struct Round<T: Send + 'static> {
+    calls: FuturesUnordered<Call<T>>,
+    /// Kept until the last call ended.
+    flight: Option<InFlight>,
+    /// Where calls still running when the round is dropped go on.
+    runtime: tokio::runtime::Handle,
+}
+
+impl<T: Send + 'static> Round<T> {
+    /// The next answer, `(master, answer)`; `None` once every call ended.
+    pub(crate) async fn recv(&mut self) -> Option<(usize, Result<T, LockError>)> {
+        self.calls.next().await
+    }
+}
+
+impl<T: Send + 'static> Drop for Round<T> {
+    fn drop(&mut self) {
+        if self.calls.is_empty() {
+            return;
+        }
+        let (mut calls, flight) = (std::mem::take(&mut self.calls), self.flight.take());
+        self.runtime.spawn(async move {
+            let _flight = flight;
+            while calls.next().await.is_some() {}
+        });
+    }
+}
+
 /// Starts `call` on each master of `masters` (indices into `all`); the
-/// receiver yields `(index, answer)` as answers arrive and ends when every
+/// round yields `(index, answer)` as answers arrive and ends when every
 /// call has ended. A master never reached answers an error at once; one
-/// that does not answer within `bound` answers a timeout error. The task
-/// running the calls keeps `flight` until the last call ended.
+/// that does not answer within `bound` answers a timeout error. The round
+/// (or the task its leftover calls go to) keeps `flight` until the last
+/// call ended. Must be called on a tokio runtime.
 pub(super) fn fan_out<T, Fut>(
     all: &Arc<[Arc<Master>]>,
     masters: impl IntoIterator<Item = usize>,
@@ -34,17 +70,17 @@ pub(super) fn fan_out<T, Fut>(
     what: &'static str,
     flight: Option<InFlight>,
     call: impl Fn(Arc<SingleBackend>) -> Fut,
-) -> mpsc::UnboundedReceiver<(usize, Result<T, LockError>)>
+) -> Round<T>
 where
     T: Send + 'static,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    let calls: FuturesUnordered<_> = masters
+    let calls: FuturesUnordered<Call<T>> = masters
         .into_iter()
         .map(|index| {
             let master = all[index].clone();
             let running = master.backend().map(&call);
-            async move {
+            let answering: Call<T> = Box::pin(async move {
                 let answer = match running {
                     None => Err(not_connected(&master)),
                     Some(running) => match tokio::time::timeout(bound, running).await {
@@ -56,21 +92,15 @@ where
                     tracing::debug!(master = %master.addr(), error = %err, "{what} failed on a Redlock master");
                 }
                 (index, answer)
-            }
+            });
+            answering
         })
         .collect();
-    let (answers, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let _flight = flight;
-        calls
-            .for_each(move |answer| {
-                // A reader that stopped listening is fine: the call still ran.
-                let _ = answers.send(answer);
-                std::future::ready(())
-            })
-            .await;
-    });
-    receiver
+    Round {
+        calls,
+        flight,
+        runtime: tokio::runtime::Handle::current(),
+    }
 }
 
 /// A master never reached answers like one that refused the connection:

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+pub(crate) use self::fan_out::Round;
 use futures_util::future::join_all;
-use tokio::sync::mpsc;
 
 use self::master::Master;
 use super::flights::InFlight;
@@ -127,10 +127,10 @@ impl RedlockBackend {
     }
 
     /// Starts `call` on each master of `masters`, each bounded by `bound`;
-    /// the receiver yields `(master, answer)` as answers arrive and ends
-    /// when every call has ended. The calls run to their end whether or not
-    /// anyone still reads their answers, each carrying `flight` (when
-    /// given) until it ends.
+    /// the round yields `(master, answer)` as answers arrive and ends when
+    /// every call has ended. The calls run to their end whether or not
+    /// anyone still reads their answers, carrying `flight` (when given)
+    /// until the last ends.
     pub(crate) fn fan_out<T, Fut>(
         &self,
         masters: impl IntoIterator<Item = usize>,
@@ -138,7 +138,7 @@ impl RedlockBackend {
         what: &'static str,
         flight: Option<&InFlight>,
         call: impl Fn(Arc<SingleBackend>) -> Fut,
-    ) -> mpsc::UnboundedReceiver<(usize, Result<T, LockError>)>
+    ) -> Round<T>
     where
         T: Send + 'static,
         Fut: std::future::Future<Output = Result<T, LockError>> + Send + 'static,

@@ -84,7 +84,7 @@ use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
 use super::{AcquireReply, Acquisition, Renewal, Renewed};
 use crate::backend::Route;
 use crate::backend::flights::InFlight;
-use crate::backend::redlock::{RedlockBackend, quorum};
+use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
 use crate::error::LockError;
 use crate::inspect::LockInfo;
@@ -255,7 +255,7 @@ fn run_everywhere<T: redis::FromRedisValue + Send + 'static>(
     call: ScriptCall,
     bound: Duration,
     flight: &InFlight,
-) -> tokio::sync::mpsc::UnboundedReceiver<(usize, Result<T, LockError>)> {
+) -> Round<T> {
     let call = Arc::new(call);
     masters.fan_out(on, bound, "a lock script", Some(flight), move |master| {
         let call = call.clone();
