@@ -238,6 +238,7 @@ impl<'a> Attempt<'a> {
                 replicas: self.plan.replicas,
                 flight: &self.flight,
                 plain_first,
+                waits: !self.plan.wait.is_zero(),
             };
             match exclusive::acquire(&self.core.backend, &acquisition).await {
                 Ok(AcquireReply::NoQuorum { down: true, .. }) if !retried => {

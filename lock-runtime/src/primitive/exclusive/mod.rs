@@ -47,6 +47,16 @@ pub(crate) struct Acquisition<'a> {
     /// Try the plain commands of [`plain`] first: the acquisition has not
     /// met a busy lock (where the script's answer is needed anyway).
     pub(crate) plain_first: bool,
+    /// The acquisition waits when the lock is busy: a busy answer marks
+    /// the lock so that its release is announced (a single try does not).
+    pub(crate) waits: bool,
+}
+
+impl Acquisition<'_> {
+    /// The acquire scripts' mark argument (see [`scripts::ACQUIRE`]).
+    fn mark_arg(&self) -> &'static str {
+        if self.waits { "1" } else { "0" }
+    }
 }
 
 impl Acquisition<'_> {
@@ -70,7 +80,8 @@ pub(crate) async fn acquire(
     let mut call = scripts::ACQUIRE.call();
     call.key(attempt.keys.lock())
         .arg(attempt.token.as_str())
-        .arg(attempt.ttl_ms());
+        .arg(attempt.ttl_ms())
+        .arg(attempt.mark_arg());
     let Some(ack) = attempt.replicas else {
         if attempt.plain_first {
             let pipe = plain::take_if_free(

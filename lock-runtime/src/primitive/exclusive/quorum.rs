@@ -111,7 +111,8 @@ pub(crate) async fn acquire(
         .key(keys.up_mark())
         .arg(token.as_str())
         .arg(attempt.ttl.as_millis())
-        .arg(quarantine.as_millis());
+        .arg(quarantine.as_millis())
+        .arg(attempt.mark_arg());
     let mut round = run_everywhere(masters, 0..total, route, call, bound, attempt.flight);
     let mut votes = AcquireVotes::new(total);
     let mut answered = 0;

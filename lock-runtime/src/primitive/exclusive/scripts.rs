@@ -68,7 +68,9 @@ pub(crate) const WAITED: &str = "~";
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone waits).
 ///
-/// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms.
+/// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]`
+/// `0` from a caller that will not wait (a single try: nobody to tell, so
+/// no mark), `1` otherwise.
 /// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
 /// A retry with the same token after a lost reply finds the lock already
 /// ours and only refreshes its lease, so it succeeds instead of reporting
@@ -81,7 +83,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if held == ARGV[1] or held == ARGV[1] .. '~' then
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
     else
-        if held and string.sub(held, -1) ~= '~' then
+        if held and ARGV[3] ~= '0' and string.sub(held, -1) ~= '~' then
             redis.call('APPEND', KEYS[1], '~')
         end
         return {0, redis.call('PTTL', KEYS[1])}
@@ -248,7 +250,8 @@ return renewed
 ///
 /// `KEYS[1]` lock, `KEYS[2]` the master's fence counter, `KEYS[3]` its
 /// up mark; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]` the
-/// restart quarantine in ms. Returns `{1, fence, left}` when granted, where
+/// restart quarantine in ms, `ARGV[4]` whether to mark a busy lock (as
+/// [`ACQUIRE`]'s `ARGV[3]`). Returns `{1, fence, left}` when granted, where
 /// `left` is the quarantine still to run in ms (0 once passed), or
 /// `{0, pttl}` as [`ACQUIRE`]. A missing counter starts from the master's
 /// clock (µs), so that a master that lost its data does not start again
@@ -269,7 +272,7 @@ pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
 local held = redis.call('GET', KEYS[1])
 local mine = ARGV[1] .. ':'
 if held and string.sub(held, 1, #mine) ~= mine then
-    if string.sub(held, -1) ~= '~' then
+    if ARGV[4] ~= '0' and string.sub(held, -1) ~= '~' then
         redis.call('APPEND', KEYS[1], '~')
     end
     return {0, redis.call('PTTL', KEYS[1])}

@@ -34,11 +34,12 @@ fn is_mine(held: &str, token: &str) -> bool {
 pub(super) fn acquire(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
     let (lock, token) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
+    let marks = a.get(2).is_none_or(|waits| waits != "0");
     if !keys.set_nx_px(lock, token.to_owned(), ttl) {
         if keys.get(lock).is_some_and(|held| is_mine(held, token)) {
             keys.pexpire(lock, ttl);
         } else {
-            if keys.get(lock).is_some_and(|held| !held.ends_with(WAITED)) {
+            if marks && keys.get(lock).is_some_and(|held| !held.ends_with(WAITED)) {
                 keys.append(lock, WAITED);
             }
             return Ok(Value::Array(vec![int(0), Value::Int(keys.pttl(lock))]));
@@ -185,6 +186,19 @@ mod tests {
         // A token that is a prefix of the owner's is not the owner.
         let prefix = ints(&acquire(&mut keys, &lock, &strings(&["t", "1000"])).unwrap());
         assert_eq!(prefix[0], 0);
+    }
+
+    #[test]
+    fn a_single_try_does_not_mark_the_lock() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now());
+        let lock = strings(&["lock:{a}"]);
+        acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
+        let busy = ints(&acquire(&mut keys, &lock, &strings(&["t2", "1000", "0"])).unwrap());
+        assert_eq!(busy, [0, 1000]);
+        assert_eq!(keys.get("lock:{a}"), Some("t1"), "nobody waits");
+        acquire(&mut keys, &lock, &strings(&["t3", "1000", "1"])).unwrap();
+        assert_eq!(keys.get("lock:{a}"), Some("t1~"), "a waiter marks it");
     }
 
     #[test]
