@@ -97,12 +97,15 @@ pub(crate) struct StoredValue<'a> {
     pub(crate) contended: bool,
 }
 
+/// The mark a waiter appends to a busy lock's value, so that its release
+/// is announced (see the exclusive lock's scripts).
+pub(crate) const WAITED: &str = "~";
+
 /// Reads a lock key's value, `<label>/<secret>`, or `<label>/<secret>:<fence>`
 /// on Redlock, either followed by the waiters' mark: its public parts,
 /// never the secret. None for a value no locker wrote.
 pub(crate) fn stored_value(value: &str) -> Option<StoredValue<'_>> {
-    let mark = crate::primitive::exclusive::scripts::WAITED;
-    let (value, contended) = match value.strip_suffix(mark) {
+    let (value, contended) = match value.strip_suffix(WAITED) {
         Some(unmarked) => (unmarked, true),
         None => (value, false),
     };

@@ -377,7 +377,7 @@ pub(crate) async fn inspect(
 /// What `needed` of the masters' `(value, pttl)` agree on.
 fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
     let owner_of = |value: &str| {
-        let value = value.strip_suffix(scripts::WAITED).unwrap_or(value);
+        let value = value.strip_suffix(crate::token::WAITED).unwrap_or(value);
         value
             .rsplit_once(':')
             .map_or(value, |(token, _)| token)

@@ -6,7 +6,7 @@
 //! # The lock key
 //! One key per lock, `<prefix>{<name>}`, whose value is the owner token
 //! (`<holder label>/<secret>`, see [`crate::token`]) and whose expiry is
-//! the lease. A waiter that found the lock busy appends [`WAITED`] to the
+//! the lease. A waiter that found the lock busy appends [`WAITED`](crate::token::WAITED) to the
 //! value, and only a release of a marked value publishes a release
 //! message: an uncontended lock costs the server no `PUBLISH`, and every
 //! waiter that sleeps on the channel marked the owner it waits for (a new
@@ -47,7 +47,7 @@
 //! master instead (the `*_COUNTED` scripts), shared by every lock of the
 //! locker, seeded from that master's clock when it is missing (a new or
 //! emptied master) and raised to each fence handed out (see
-//! [`super::quorum`]). Its values are `<token>:<fence>` (and [`WAITED`]
+//! [`super::quorum`]). Its values are `<token>:<fence>` (and [`WAITED`](crate::token::WAITED)
 //! when marked): a retry on one master must answer the fence that master
 //! granted, which its counter no longer says.
 //!
@@ -61,9 +61,6 @@ use std::sync::LazyLock;
 
 use super::twins;
 use crate::backend::script::LuaScript;
-
-/// The mark a waiter appends to a busy lock's value (see the module docs).
-pub(crate) const WAITED: &str = "~";
 
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone waits).

@@ -5,8 +5,8 @@
 
 use redis::Value;
 
-use super::scripts::WAITED;
 use crate::memory::Keyspace;
+use crate::token::WAITED;
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
 fn nth<'a>(list: &'a [String], n: usize, what: &str) -> Result<&'a str, String> {
