@@ -135,15 +135,22 @@ pub(crate) async fn acquire(
             let raised = if at_fence >= needed {
                 0
             } else {
-                let raising = Raise {
+                let raise = Raise {
                     route,
                     keys,
                     token,
                     fence,
                 };
-                raising
-                    .run(masters, behind, needed - at_fence, bound, attempt.flight)
-                    .await
+                let raising = raise.run(masters, behind, needed - at_fence, bound, attempt.flight);
+                tokio::pin!(raising);
+                // The first round's calls on slow masters keep going while
+                // the second round runs: their bounds run meanwhile.
+                loop {
+                    tokio::select! {
+                        raised = &mut raising => break raised,
+                        Some(_) = round.recv() => {}
+                    }
+                }
             };
             if at_fence + raised >= needed {
                 return Ok(AcquireReply::Acquired { fence });
