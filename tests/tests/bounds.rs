@@ -138,7 +138,12 @@ async fn sentinel_with_its_master_frozen() {
 async fn cluster_with_the_node_of_the_key_frozen() {
     let cluster = RedisCluster::start();
     let locker = Locker::connect(config(&cluster.url())).await.unwrap();
-    drop(locker.lock("frozen").acquire().await.unwrap());
+    // Released and answered before the node freezes: a dropped guard's
+    // release runs in the background and keeps the key's turn in this
+    // locker until it ends, which on a frozen node is the response
+    // timeout, longer than the wait below.
+    let warm = locker.lock("frozen").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
     let node = cluster.node_for_key("lock:{frozen}");
     tokio::task::block_in_place(|| cluster.nodes()[node].pause());
     let request = locker.lock("frozen").wait(WAIT).acquire();
