@@ -12,7 +12,8 @@ pub(crate) enum Sabotage {
     /// The watchdog neither renews nor reports losses: leases expire
     /// silently under a holder that goes on working.
     SilentWatchdog,
-    /// A release deletes the key whoever holds it (a `GET`-less `DEL`).
+    /// A release deletes the key whoever holds it (a `GET`-less `DEL`),
+    /// and a hand-over takes it whoever holds it.
     BlindRelease,
 }
 

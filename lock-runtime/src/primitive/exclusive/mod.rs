@@ -180,6 +180,10 @@ pub(crate) struct Pass<'a> {
 /// hand-over, and a vote on it.
 pub(crate) async fn pass(node: &NodeBackend, pass: &Pass<'_>) -> Result<Passed, LockError> {
     let mut call = scripts::PASS.call();
+    #[cfg(feature = "sabotage")]
+    if crate::sabotage::active() == Some(crate::sabotage::Sabotage::BlindRelease) {
+        call = scripts::BLIND_PASS.call();
+    }
     call.key(pass.keys.lock())
         .arg(pass.giver.as_str())
         .arg(pass.taker.as_str())

@@ -179,6 +179,25 @@ return 1
     )
 });
 
+/// A broken pass, for the `sabotage` feature only: hands the lock to the
+/// taker whoever holds it (the same defect as [`BLIND_RELEASE`], on the
+/// path a hand-over takes).
+#[cfg(feature = "sabotage")]
+pub(crate) static BLIND_PASS: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::with_twin(
+        r#"
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local now = redis.call('TIME')
+local fence = tonumber(now[1] .. string.format('%06d', now[2]))
+if fence <= tonumber(ARGV[4]) then
+    fence = tonumber(ARGV[4]) + 1
+end
+return {1, fence}
+"#,
+        twins::blind_pass,
+    )
+});
+
 /// What an operator sees of a lock: its value and remaining lease.
 ///
 /// `KEYS[1]` lock. Returns `{value, pttl}`, `{'', -2}` when it is free.

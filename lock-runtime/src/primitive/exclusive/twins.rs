@@ -97,6 +97,17 @@ pub(super) fn blind_release(
     Ok(int(1))
 }
 
+/// [`super::scripts::BLIND_PASS`].
+#[cfg(feature = "sabotage")]
+pub(super) fn blind_pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+    let (lock, taker) = (nth(k, 1, "KEYS")?, nth(a, 2, "ARGV")?);
+    let ttl = number(nth(a, 3, "ARGV")?, "the ttl")?;
+    let given = number(nth(a, 4, "ARGV")?, "the fence")?;
+    keys.set_px(lock, taker.to_owned(), ttl);
+    let fence = keys.time_us().max(given.saturating_add(1));
+    Ok(Value::Array(vec![int(1), int(fence)]))
+}
+
 /// [`super::scripts::INSPECT`].
 pub(super) fn inspect(keys: &mut Keyspace, k: &[String], _: &[String]) -> Result<Value, String> {
     let lock = nth(k, 1, "KEYS")?;
