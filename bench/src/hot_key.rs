@@ -66,13 +66,18 @@ impl Way {
     }
 
     /// Tries sent to the server per deduction: acquire attempts for a lock
-    /// (every script, `SET NX` or `SET` beyond the one release and the one
-    /// stock write of each deduction), transactions for `watch_multi`.
+    /// (every `SET NX` or script beyond what each deduction needs anyway),
+    /// transactions for `watch_multi`.
     pub fn attempts(self, cost: &ServerCounters, ops: u64) -> f64 {
         let ops_f = ops.max(1) as f64;
         let tries = match self {
-            // Each deduction: one release script, the rest acquire scripts.
-            Way::Project => cost.scripts.saturating_sub(ops),
+            // Each deduction writes the stock (a `SET`) and ends its hold
+            // with a release (a script and a `DEL`) or a pass to the next
+            // buyer (a script and a `SET`, which is that buyer's grant, no
+            // try). Every try is one `SET`: a plain `SET NX`, or the one
+            // an acquire script starts with. So the `SET`s and `DEL`s
+            // beyond two per deduction are the tries.
+            Way::Project => (cost.sets + cost.dels).saturating_sub(2 * ops),
             // Each deduction: one stock `SET`, the rest `SET NX` tries.
             Way::Rslock | Way::SetnxSpin => cost.sets.saturating_sub(ops),
             Way::WatchMulti => cost.execs,
@@ -276,6 +281,7 @@ pub fn cost(before: &ServerCounters, after: &ServerCounters) -> ServerCounters {
         commands: after.commands.saturating_sub(before.commands),
         scripts: after.scripts.saturating_sub(before.scripts),
         sets: after.sets.saturating_sub(before.sets),
+        dels: after.dels.saturating_sub(before.dels),
         execs: after.execs.saturating_sub(before.execs),
         cpu_s: after.cpu_s - before.cpu_s,
     }
@@ -376,9 +382,12 @@ mod tests {
             commands: 0,
             scripts: 250,
             sets: 300,
+            dels: 50,
             execs: 120,
             cpu_s: 0.0,
         };
+        // 100 stock writes; 50 releases (DEL) and 50 passes (SET); the
+        // other 150 `SET`s are tries.
         assert_eq!(Way::Project.attempts(&cost, 100), 1.5);
         assert_eq!(Way::SetnxSpin.attempts(&cost, 100), 2.0);
         assert_eq!(Way::WatchMulti.attempts(&cost, 100), 1.2);

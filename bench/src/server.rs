@@ -25,8 +25,10 @@ pub struct ServerCounters {
     pub commands: u64,
     /// `EVALSHA` and `EVAL` calls.
     pub scripts: u64,
-    /// `SET` calls (outside scripts too: a hand-written `SET NX PX`).
+    /// `SET` calls (inside scripts too, and a hand-written `SET NX PX`).
     pub sets: u64,
+    /// `DEL` calls (inside scripts too: a release that deleted).
+    pub dels: u64,
     /// `EXEC` calls (transactions committed or aborted).
     pub execs: u64,
     /// The server's user plus system CPU time, in seconds.
@@ -91,6 +93,7 @@ impl Admin {
             total.commands += counters.commands;
             total.scripts += counters.scripts;
             total.sets += counters.sets;
+            total.dels += counters.dels;
             total.execs += counters.execs;
             total.cpu_s += counters.cpu_s;
         }
@@ -118,6 +121,7 @@ impl Admin {
             match name {
                 "evalsha" | "eval" => counters.scripts += calls,
                 "set" => counters.sets += calls,
+                "del" => counters.dels += calls,
                 "exec" => counters.execs += calls,
                 _ => {}
             }
