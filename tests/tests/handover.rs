@@ -8,11 +8,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::Locker;
+use lock_runtime::{LockGuard, Locker};
 use lock_tests::RedisServer;
 use lock_tests::fixtures::{STALL_PROOF_TTL, eventually, get, lock_key, locker};
 
 const FOREVER: Duration = Duration::from_secs(60);
+
+/// `name` taken by `locker` with a lease of `ttl`, waiting as long as it
+/// takes.
+async fn take(locker: &Locker, name: &str, ttl: Duration) -> LockGuard {
+    let request = locker.lock(name).ttl(ttl).wait(FOREVER);
+    request.acquire().await.unwrap()
+}
 
 /// A task of `locker` queued behind the current holder of `name` (on a
 /// current-thread runtime, one yield lets it reach its place in line).
@@ -20,17 +27,9 @@ async fn queue(
     locker: &Locker,
     name: &'static str,
     ttl: Duration,
-) -> tokio::task::JoinHandle<lock_runtime::LockGuard> {
+) -> tokio::task::JoinHandle<LockGuard> {
     let locker = locker.clone();
-    let task = tokio::spawn(async move {
-        locker
-            .lock(name)
-            .ttl(ttl)
-            .wait(FOREVER)
-            .acquire()
-            .await
-            .unwrap()
-    });
+    let task = tokio::spawn(async move { take(&locker, name, ttl).await });
     tokio::task::yield_now().await;
     task
 }
@@ -39,13 +38,7 @@ async fn queue(
 async fn a_lock_that_is_no_longer_ours_is_not_passed() {
     let server = RedisServer::start();
     let (ours, theirs) = (locker(&server.url()).await, locker(&server.url()).await);
-    let guard = ours
-        .lock("gone")
-        .ttl(STALL_PROOF_TTL)
-        .wait(FOREVER)
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&ours, "gone", STALL_PROOF_TTL).await;
     let next = queue(&ours, "gone", STALL_PROOF_TTL).await;
     // An operator frees the lock and another locker takes it.
     assert!(theirs.force_unlock("gone").await.unwrap());
@@ -72,13 +65,7 @@ async fn a_lock_that_is_no_longer_ours_is_not_passed() {
 async fn a_lock_passed_with_another_lease_is_given_back_and_taken_again() {
     let server = RedisServer::start();
     let ours = locker(&server.url()).await;
-    let guard = ours
-        .lock("ttl")
-        .ttl(STALL_PROOF_TTL)
-        .wait(FOREVER)
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&ours, "ttl", STALL_PROOF_TTL).await;
     // The next in line asks for a longer lease than the pass would give.
     let next = queue(&ours, "ttl", STALL_PROOF_TTL * 2).await;
     let passed_fence = guard.fence();
@@ -127,13 +114,7 @@ async fn a_busy_line_lets_another_locker_in(tasks: usize, hold: Duration, outsid
                 if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                let guard = busy
-                    .lock("sale")
-                    .ttl(STALL_PROOF_TTL)
-                    .wait(FOREVER)
-                    .acquire()
-                    .await
-                    .unwrap();
+                let guard = take(&busy, "sale", STALL_PROOF_TTL).await;
                 grants.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(hold).await;
                 guard.release().await.unwrap();
@@ -148,13 +129,7 @@ async fn a_busy_line_lets_another_locker_in(tasks: usize, hold: Duration, outsid
     })
     .await;
     let before = grants.load(Ordering::SeqCst);
-    let guard = other
-        .lock("sale")
-        .ttl(STALL_PROOF_TTL)
-        .wait(FOREVER)
-        .acquire()
-        .await
-        .unwrap();
+    let guard = take(&other, "sale", STALL_PROOF_TTL).await;
     let waited = grants.load(Ordering::SeqCst) - before;
     stop.store(true, Ordering::SeqCst);
     assert!(guard.release().await.unwrap());
