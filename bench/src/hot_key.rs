@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::gaps::{Gaps, Section, gaps};
 use crate::server::ServerCounters;
 use crate::{BenchResult, Samples};
 
@@ -144,6 +145,8 @@ pub struct WorkerReport {
     pub body_us: u64,
     /// Deductions that failed (an error, not a busy lock).
     pub errors: u64,
+    /// The critical section of each deduction counted in `ops`.
+    pub sections: Vec<Section>,
 }
 
 impl WorkerReport {
@@ -157,6 +160,11 @@ impl WorkerReport {
                 "waits_us": self.waits_us,
                 "body_us": self.body_us,
                 "errors": self.errors,
+                "sections_us": self
+                    .sections
+                    .iter()
+                    .map(|s| [s.start_us, s.end_us])
+                    .collect::<Vec<_>>(),
             })
         )
     }
@@ -177,7 +185,28 @@ impl WorkerReport {
                 .unwrap_or_default(),
             body_us: number("body_us"),
             errors: number("errors"),
+            sections: value["sections_us"]
+                .as_array()
+                .map(|all| {
+                    all.iter()
+                        .filter_map(|pair| {
+                            Some(Section {
+                                start_us: pair.get(0)?.as_u64()?,
+                                end_us: pair.get(1)?.as_u64()?,
+                                worker: 0,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
+    }
+
+    /// Marks every section as run by worker process `worker`.
+    pub fn set_worker(&mut self, worker: usize) {
+        for section in &mut self.sections {
+            section.worker = worker;
+        }
     }
 
     /// Adds another worker's report.
@@ -187,6 +216,7 @@ impl WorkerReport {
         self.waits_us.extend(other.waits_us);
         self.body_us += other.body_us;
         self.errors += other.errors;
+        self.sections.extend(other.sections);
     }
 }
 
@@ -218,6 +248,8 @@ pub struct Row {
     pub errors: u64,
     /// Mean time inside the critical section, µs.
     pub body_us: f64,
+    /// Hand-over gaps between critical sections (lock rows only).
+    pub gaps: Option<Gaps>,
 }
 
 impl Row {
@@ -251,6 +283,7 @@ impl Row {
                 - i64::try_from(sold).unwrap_or(i64::MAX),
             errors: report.errors,
             body_us: report.body_us as f64 / ops,
+            gaps: gaps(report.sections.clone()),
         }
     }
 
@@ -270,6 +303,10 @@ impl Row {
                 "oversold": self.oversold,
                 "errors": self.errors,
                 "body_us": self.body_us,
+                "handover_gap_within_process_p50_us": self.gaps.map(|g| g.within_p50_us),
+                "handover_gap_across_processes_p50_us": self.gaps.map(|g| g.across_p50_us),
+                "handovers_across_processes_share": self.gaps.map(|g| g.across_share),
+                "handover_gap_mean_us": self.gaps.map(|g| g.mean_us),
             },
         })
     }
@@ -371,9 +408,23 @@ mod tests {
             waits_us: vec![1, 2, 3],
             body_us: 3_300,
             errors: 0,
+            sections: vec![Section {
+                start_us: 10,
+                end_us: 20,
+                worker: 0,
+            }],
         };
-        let back = WorkerReport::parse(&report.to_line()).unwrap();
-        assert_eq!((back.ops, back.waits_us), (3, vec![1, 2, 3]));
+        let mut back = WorkerReport::parse(&report.to_line()).unwrap();
+        assert_eq!((back.ops, &back.waits_us), (3, &vec![1, 2, 3]));
+        back.set_worker(1);
+        assert_eq!(
+            back.sections,
+            vec![Section {
+                start_us: 10,
+                end_us: 20,
+                worker: 1,
+            }]
+        );
     }
 
     #[test]

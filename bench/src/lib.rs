@@ -13,6 +13,7 @@
 pub mod chart;
 pub mod contender;
 pub mod cpu;
+pub mod gaps;
 pub mod hot_key;
 pub mod meter;
 pub mod plan;

@@ -157,7 +157,7 @@ async fn run(
     tokio::time::sleep(Duration::from_millis(end_ms.saturating_sub(now_ms))).await;
     let after = admin.counters().await?;
     let mut total = WorkerReport::default();
-    for child in &mut children {
+    for (worker, child) in children.iter_mut().enumerate() {
         let stdout = child.stdout.take().ok_or("a worker without stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let limit = run_for + Duration::from_secs(60);
@@ -171,6 +171,8 @@ async fn run(
         })
         .await
         .map_err(|_| "a worker did not report in time")??;
+        let mut report = report;
+        report.set_worker(worker);
         total.merge(report);
     }
     for mut child in children {
@@ -235,12 +237,20 @@ async fn idle_handoff_us(url: &str) -> BenchResult<f64> {
 
 fn print(rows: &[Row], bound: f64) {
     println!(
-        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold |"
+        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold | gap µs: within / across (share across) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
+        let gaps = row.gaps.map_or("–".to_owned(), |g| {
+            format!(
+                "{:.0} / {:.0} ({:.0}%)",
+                g.within_p50_us,
+                g.across_p50_us,
+                g.across_share * 100.0
+            )
+        });
         println!(
-            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} |",
+            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {gaps} |",
             row.buyers,
             row.way.name(),
             row.ops_per_s,

@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_bench::BenchResult;
+use lock_bench::gaps::Section;
 use lock_bench::hot_key::{SKU, SPIN_SLEEP, STOCK_KEY, TTL, WORK, Way, WorkerArgs, WorkerReport};
 use lock_runtime::{LockConfig, LockError, distributed_lock};
 use redis::aio::MultiplexedConnection;
@@ -46,15 +47,26 @@ impl From<redis::RedisError> for BuyError {
 const ATTEMPT_BOUND: Duration = Duration::from_secs(60);
 
 /// One deduction that went through: when its critical section began, and
-/// how long it took.
+/// how long it took; and the section on the machine's clock, which the
+/// other worker process shares.
 struct Deduction {
     entered: Instant,
     body: Duration,
+    section: Section,
+}
+
+/// Now, in µs since the Unix epoch.
+fn epoch_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 /// The critical section: read, pay, write.
 async fn read_pay_write(data: &MultiplexedConnection) -> Result<Deduction, BuyError> {
-    let entered = Instant::now();
+    let (entered, start_us) = (Instant::now(), epoch_us());
     let mut conn = data.clone();
     let left: u64 = conn.get(STOCK_KEY).await?;
     tokio::time::sleep(WORK).await;
@@ -62,6 +74,11 @@ async fn read_pay_write(data: &MultiplexedConnection) -> Result<Deduction, BuyEr
     Ok(Deduction {
         entered,
         body: entered.elapsed(),
+        section: Section {
+            start_us,
+            end_us: epoch_us(),
+            worker: 0,
+        },
     })
 }
 
@@ -103,7 +120,7 @@ async fn deduct_spinning(data: &MultiplexedConnection, token: &str) -> Result<De
 /// buyer's own (`WATCH` belongs to a connection), again when aborted.
 async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction, BuyError> {
     loop {
-        let entered = Instant::now();
+        let (entered, start_us) = (Instant::now(), epoch_us());
         redis::cmd("WATCH")
             .arg(STOCK_KEY)
             .query_async::<()>(conn)
@@ -120,6 +137,11 @@ async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction
             return Ok(Deduction {
                 entered,
                 body: entered.elapsed(),
+                section: Section {
+                    start_us,
+                    end_us: epoch_us(),
+                    worker: 0,
+                },
             });
         }
     }
@@ -217,6 +239,7 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                             .push(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX));
                         report.body_us +=
                             u64::try_from(deduction.body.as_micros()).unwrap_or(u64::MAX);
+                        report.sections.push(deduction.section);
                     }
                     Ok(_) => {}
                     Err(err) => {
