@@ -206,6 +206,7 @@ impl<'a> Attempt<'a> {
             }
             .min(left);
             let counters = self.core.counters.clone();
+            let asleep = counters.fall_asleep();
             match self.subscription() {
                 Some(subscription) => tokio::select! {
                     () = subscription.released() => Counters::bump(&counters.release_wakeups),
@@ -216,6 +217,7 @@ impl<'a> Attempt<'a> {
                     Counters::bump(&counters.timer_wakeups);
                 }
             }
+            drop(asleep);
         }
     }
 

@@ -41,6 +41,11 @@ pub struct LockerStats {
     /// Of those, locks passed straight to the next task of this locker
     /// waiting for the same key, without being freed on the server.
     pub handovers: u64,
+    /// Acquisitions asleep right now until a release message or their
+    /// timer wakes them: a gauge, not a count. At most one per key and
+    /// locker sleeps on the server's answer; this locker's other tasks
+    /// for the key wait for their turn in the process and are not counted.
+    pub asleep: u64,
 }
 
 /// The live counters behind [`LockerStats`].
@@ -58,6 +63,7 @@ pub(crate) struct Counters {
     pub(crate) lost: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) handovers: AtomicU64,
+    pub(crate) asleep: AtomicU64,
 }
 
 impl Counters {
@@ -82,6 +88,23 @@ impl Counters {
             lost: read(&self.lost),
             released: read(&self.released),
             handovers: read(&self.handovers),
+            asleep: read(&self.asleep),
         }
+    }
+
+    /// Counts one more acquisition asleep in [`LockerStats::asleep`] until
+    /// the returned mark is dropped (woken, or the acquisition cancelled).
+    pub(crate) fn fall_asleep(&self) -> Asleep<'_> {
+        self.asleep.fetch_add(1, Ordering::Relaxed);
+        Asleep(&self.asleep)
+    }
+}
+
+/// An acquisition counted asleep while this lives.
+pub(crate) struct Asleep<'a>(&'a AtomicU64);
+
+impl Drop for Asleep<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -227,7 +227,9 @@ mod behaviours {
     }
 
     /// `waiter` waiting for lock `name` (in a task), once it listens for
-    /// the lock's release.
+    /// the lock's release and sleeps until it comes: a release before
+    /// then would be met by the try that follows the subscription, and
+    /// would wake no one.
     async fn queue_up(
         site: &Site,
         waiter: &Locker,
@@ -237,9 +239,11 @@ mod behaviours {
             let waiter = waiter.clone();
             tokio::spawn(async move { waiter.lock(name).wait(FOREVER).acquire().await })
         };
-        eventually("the waiter listens", Duration::from_secs(10), || {
-            site.has_waiter(name)
-        })
+        eventually(
+            "the waiter listens, asleep",
+            Duration::from_secs(10),
+            || site.has_waiter(name) && waiter.stats().asleep == 1,
+        )
         .await;
         waiting
     }
@@ -315,6 +319,7 @@ mod behaviours {
         let stats = waiter.stats();
         assert!(stats.release_wakeups >= 1, "{stats:?}");
         assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
+        assert_eq!(stats.asleep, 0, "{stats:?}");
     }
 
     pub async fn fences_rise_from_owner_to_owner(site: &Site) {
@@ -440,6 +445,7 @@ mod behaviours {
         let waiting = queue_up(site, &b, "r").await;
         waiting.abort();
         assert!(waiting.await.unwrap_err().is_cancelled());
+        assert_eq!(b.stats().asleep, 0, "a cancelled waiter sleeps no more");
         assert!(guard.release().await.unwrap());
         let next = c.lock("r").wait(STALL_ROOM).acquire().await;
         assert!(next.is_ok(), "the cancelled waiter took it: {next:?}");
