@@ -50,8 +50,14 @@ async fn a_blocked_waiter_is_woken_by_the_release_message() {
             guard.fence()
         })
     };
-    // The waiter found the lock busy and subscribed: the server says so.
+    // The waiter found the lock busy and subscribed (the server says so),
+    // tried once more and sleeps (a release before that would be met by the
+    // try, and wake no one).
     wait_for_subscribers(&server, "lock:{handoff}:released", 1).await;
+    eventually("the waiter asleep", Duration::from_secs(10), || {
+        waiter.stats().asleep == 1
+    })
+    .await;
     assert!(!blocked.is_finished());
     let held_fence = guard.fence();
     assert!(guard.release().await.unwrap());
@@ -251,18 +257,14 @@ async fn a_release_wakes_one_waiter_not_the_whole_line() {
             assert!(guard.release().await.unwrap());
         }));
     }
-    // The holder took the free lock with a plain SET, no script. The first
-    // waiter in line has tried (a plain SET, then the script that met the
-    // busy lock), subscribed and tried again (a second script), and
+    // The first waiter in line has tried, subscribed, tried again and
     // sleeps; the others wait for their turn in the process, without a
-    // script. The holder's watchdog renewals are scripts too, and are not
-    // the waiter's.
+    // script.
     lock_tests::fixtures::eventually(
         "the first waiter asleep on the release channel",
         Duration::from_secs(10),
         || {
-            let renewals = holder.stats().renewal_calls;
-            command_calls(&server, "evalsha").saturating_sub(renewals) >= 2
+            waiter.stats().asleep == 1
                 && subscribers(&server, &lock_tests::fixtures::release_channel("queue")) == 1
         },
     )
