@@ -335,6 +335,12 @@ async fn a_release_wakes_the_waiter_on_every_shard() {
         };
         let channel = format!("{}:released", lock_key(&name));
         wait_subscribed(&cluster.nodes()[node], &channel).await;
+        // Subscribed, tried once more, asleep: a release before the sleep
+        // would be met by that try and wake no one.
+        lock_tests::fixtures::eventually("the waiter asleep", Duration::from_secs(10), || {
+            waiter.stats().asleep == 1
+        })
+        .await;
         let before = waiter.stats();
         let held_fence = guard.fence();
         assert!(guard.release().await.unwrap());
