@@ -28,8 +28,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backend::Backend;
 use crate::backend::Route;
-use crate::backend::flights::{InFlight, Landing, in_flight};
+use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
 use crate::core::Core;
 use crate::error::LockError;
@@ -79,7 +80,14 @@ pub(crate) struct Attempt<'a> {
 
 impl<'a> Attempt<'a> {
     pub(crate) fn new(core: &'a Arc<Core>, plan: Plan) -> Self {
-        let (flight, landing) = in_flight();
+        // Only Redlock leaves calls running after it answers.
+        let (flight, landing) = match core.backend {
+            Backend::Redlock(_) => {
+                let (flight, landing) = in_flight();
+                (flight, Some(landing))
+            }
+            Backend::Node(_) => (grounded(), None),
+        };
         Self {
             route: Route {
                 conn: core.backend.pick(),
@@ -89,7 +97,7 @@ impl<'a> Attempt<'a> {
             plan,
             token: OwnerToken::random(&core.holder),
             flight,
-            landing: Some(landing),
+            landing,
             turn: None,
             armed: false,
         }
@@ -390,7 +398,8 @@ impl<'a> Attempt<'a> {
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
             keys: self.plan.keys.clone(),
-            token: self.token.clone(),
+            // Not needed here any more: the attempt is disarmed.
+            token: self.token.take(),
             fence,
             ttl: self.plan.ttl,
             route: Route::pooled(self.route.conn),

@@ -23,56 +23,68 @@ pub(crate) struct LockKeys {
     inner: Arc<Names>,
 }
 
+/// Every name in one buffer, `<prefix>{<escaped>}:released<name>`: the
+/// lock key and its channel share their start, and one allocation serves
+/// all of them (this runs on every acquisition).
 #[derive(Debug)]
 struct Names {
-    name: String,
+    text: String,
     prefix_len: usize,
-    lock: String,
-    channel: String,
+    lock_len: usize,
+    channel_len: usize,
 }
+
+/// What follows the lock key in its release channel's name.
+const CHANNEL_SUFFIX: &str = ":released";
 
 impl LockKeys {
     /// The keys of lock `name` under `prefix` (already validated).
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
         crate::config::rules::check_lock_name(name)?;
-        let lock = format!("{prefix}{{{}}}", hash_tag::escape(name));
+        let escaped = hash_tag::escape(name);
+        let lock_len = prefix.len() + escaped.len() + 2;
+        let channel_len = lock_len + CHANNEL_SUFFIX.len();
+        let mut text = String::with_capacity(channel_len + name.len());
+        for part in [prefix, "{", &escaped, "}", CHANNEL_SUFFIX, name] {
+            text.push_str(part);
+        }
         Ok(Self {
             inner: Arc::new(Names {
-                name: name.to_owned(),
+                text,
                 prefix_len: prefix.len(),
-                channel: format!("{lock}:released"),
-                lock,
+                lock_len,
+                channel_len,
             }),
         })
     }
 
     /// The key as the caller named it.
     pub(crate) fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.text[self.inner.channel_len..]
     }
 
     /// The key that holds the owner token and the fence.
     pub(crate) fn lock(&self) -> &str {
-        &self.inner.lock
+        &self.inner.text[..self.inner.lock_len]
     }
 
     /// The channel a release is published on.
     pub(crate) fn channel(&self) -> &str {
-        &self.inner.channel
+        &self.inner.text[..self.inner.channel_len]
     }
 
     /// Redlock: each master's one fence counter for every lock under this
     /// prefix. It carries no hash tag (Redlock masters are not a cluster)
     /// and no lock key can have its name, since lock keys all have one.
     pub(crate) fn counter(&self) -> String {
-        format!("{}fence-counter", &self.inner.lock[..self.inner.prefix_len])
+        format!("{}fence-counter", &self.inner.text[..self.inner.prefix_len])
     }
 
     /// Redlock: each master's mark that it has been up for the restart
     /// quarantine (its value, in ms). It vanishes with the master's data,
     /// so a master restarted empty checks its uptime again.
     pub(crate) fn up_mark(&self) -> String {
-        format!("{}up-for", &self.inner.lock[..self.inner.prefix_len])
+        format!("{}up-for", &self.inner.text[..self.inner.prefix_len])
     }
 }
 

@@ -187,7 +187,8 @@ impl LockRequest {
         self.core.host.check_runtime()?;
         let config = &self.core.config;
         let ttl = self.resolved_ttl();
-        rules::check_ttl(ttl, &format!("the ttl of lock `{}`", self.key))?;
+        // The message is written only if it is needed (this runs on every call).
+        rules::check_ttl(ttl, format_args!("the ttl of lock `{}`", self.key))?;
         let keys = LockKeys::new(&config.key_prefix, &self.key)?;
         if let Some(ack) = self.replicas {
             config.topology.check_replicas(ack)?;

@@ -35,6 +35,12 @@ impl OwnerToken {
         Self(token)
     }
 
+    /// Moves the token out, leaving an empty one that matches no lock:
+    /// for an acquisition handing its token to the lease it granted.
+    pub(crate) fn take(&mut self) -> Self {
+        Self(std::mem::take(&mut self.0))
+    }
+
     /// The token as sent to Redis.
     pub(crate) fn as_str(&self) -> &str {
         &self.0

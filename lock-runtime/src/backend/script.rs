@@ -89,8 +89,14 @@ impl ScriptCall {
     }
 
     fn command(&self, name: &str, script: &str) -> Cmd {
-        let mut command = redis::cmd(name);
+        // Sized up front: growing the buffers costs more than the call's
+        // other allocations together.
+        let words = self.keys.iter().chain(&self.args);
+        let args = 3 + self.keys.len() + self.args.len();
+        let bytes = name.len() + script.len() + 20 + words.map(String::len).sum::<usize>();
+        let mut command = Cmd::with_capacity(args, bytes);
         command
+            .arg(name)
             .arg(script)
             .arg(self.keys.len())
             .arg(&self.keys)

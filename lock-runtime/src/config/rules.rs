@@ -19,7 +19,7 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Checks a lease length; `what` names it in the message (e.g. "default_ttl",
 /// "the ttl of lock `stock:42`"). Redis takes whole milliseconds, so the
 /// lease is judged as it will be sent.
-pub(crate) fn check_ttl(ttl: Duration, what: &str) -> Result<(), LockError> {
+pub(crate) fn check_ttl(ttl: Duration, what: impl std::fmt::Display) -> Result<(), LockError> {
     let sent = Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
     if crate::validity::usable(sent).is_zero() {
         return Err(LockError::config(format!(

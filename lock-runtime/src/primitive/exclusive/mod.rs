@@ -77,11 +77,14 @@ pub(crate) async fn acquire(
         Backend::Node(node) => node,
         Backend::Redlock(masters) => return quorum::acquire(masters, attempt).await,
     };
-    let mut call = scripts::ACQUIRE.call();
-    call.key(attempt.keys.lock())
-        .arg(attempt.token.as_str())
-        .arg(attempt.ttl_ms())
-        .arg(attempt.mark_arg());
+    let script = || {
+        let mut call = scripts::ACQUIRE.call();
+        call.key(attempt.keys.lock())
+            .arg(attempt.token.as_str())
+            .arg(attempt.ttl_ms())
+            .arg(attempt.mark_arg());
+        call
+    };
     let Some(ack) = attempt.replicas else {
         if attempt.plain_first {
             let pipe = plain::take_if_free(
@@ -97,13 +100,15 @@ pub(crate) async fn acquire(
                 return Ok(AcquireReply::Acquired { fence });
             }
         }
-        return match node.run(attempt.route, &call).await {
+        // Written only now: a free lock taken by the plain commands never
+        // needs it.
+        return match node.run(attempt.route, &script()).await {
             Ok(answer) => Ok(AcquireReply::from_script(answer)),
             Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
             Err(err) => Err(err),
         };
     };
-    let (answer, acked) = node.run_then_wait(attempt.route, &call, ack).await?;
+    let (answer, acked) = node.run_then_wait(attempt.route, &script(), ack).await?;
     let reply = AcquireReply::from_script(answer);
     if matches!(reply, AcquireReply::Busy { .. }) || acked >= ack.replicas {
         return Ok(reply);
