@@ -478,6 +478,20 @@ mod behaviours {
         .await;
     }
 
+    /// Takes lock `r` (lease `TTL`, waiting as long as it takes) and
+    /// counts the caller in `inside`, failing if another holder is there.
+    async fn enter_alone(locker: &Locker, inside: &AtomicU32) -> lock_runtime::LockGuard {
+        let guard = locker
+            .lock("r")
+            .ttl(TTL)
+            .wait(FOREVER)
+            .acquire()
+            .await
+            .unwrap();
+        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+        guard
+    }
+
     pub async fn contenders_take_turns_and_never_overlap(site: &Site) {
         let lockers = [site.locker().await, site.locker().await];
         let inside = std::sync::Arc::new(AtomicU32::new(0));
@@ -486,14 +500,7 @@ mod behaviours {
             let locker = lockers[n % 2].clone();
             let inside = inside.clone();
             tasks.push(tokio::spawn(async move {
-                let guard = locker
-                    .lock("r")
-                    .ttl(TTL)
-                    .wait(FOREVER)
-                    .acquire()
-                    .await
-                    .unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                let guard = enter_alone(&locker, &inside).await;
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 inside.fetch_sub(1, Ordering::SeqCst);
                 let fence = guard.fence();
@@ -525,14 +532,7 @@ mod behaviours {
             let (locker, inside, order) = (locker.clone(), inside.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
-                    let guard = locker
-                        .lock("r")
-                        .ttl(TTL)
-                        .wait(FOREVER)
-                        .acquire()
-                        .await
-                        .unwrap();
-                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    let guard = enter_alone(&locker, &inside).await;
                     order.lock().unwrap().push(guard.fence());
                     // Held across an await: the others queue up meanwhile.
                     tokio::time::sleep(Duration::from_millis(2)).await;
