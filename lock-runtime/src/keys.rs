@@ -23,19 +23,25 @@ pub(crate) struct LockKeys {
     inner: Arc<Names>,
 }
 
-/// Every name in one buffer, `<prefix>{<escaped>}:released<name>`: the
-/// lock key and its channel share their start, and one allocation serves
-/// all of them (this runs on every acquisition).
+/// Every name in one buffer,
+/// `<prefix>{<escaped>}:released<name><prefix>fence-counter<prefix>up-for`:
+/// the lock key and its channel share their start, and one allocation
+/// serves all of them (this runs on every acquisition).
 #[derive(Debug)]
 struct Names {
     text: String,
-    prefix_len: usize,
     lock_len: usize,
     channel_len: usize,
+    name_end: usize,
+    counter_end: usize,
 }
 
 /// What follows the lock key in its release channel's name.
 const CHANNEL_SUFFIX: &str = ":released";
+/// What follows the prefix in the name of Redlock's fence counter.
+const COUNTER: &str = "fence-counter";
+/// What follows the prefix in the name of Redlock's up mark.
+const UP_MARK: &str = "up-for";
 
 impl LockKeys {
     /// The keys of lock `name` under `prefix` (already validated).
@@ -44,23 +50,27 @@ impl LockKeys {
         let escaped = hash_tag::escape(name);
         let lock_len = prefix.len() + escaped.len() + 2;
         let channel_len = lock_len + CHANNEL_SUFFIX.len();
-        let mut text = String::with_capacity(channel_len + name.len());
-        for part in [prefix, "{", &escaped, "}", CHANNEL_SUFFIX, name] {
+        let name_end = channel_len + name.len();
+        let counter_end = name_end + prefix.len() + COUNTER.len();
+        let mut text = String::with_capacity(counter_end + prefix.len() + UP_MARK.len());
+        let parts = [prefix, "{", &escaped, "}", CHANNEL_SUFFIX, name];
+        for part in parts.into_iter().chain([prefix, COUNTER, prefix, UP_MARK]) {
             text.push_str(part);
         }
         Ok(Self {
             inner: Arc::new(Names {
                 text,
-                prefix_len: prefix.len(),
                 lock_len,
                 channel_len,
+                name_end,
+                counter_end,
             }),
         })
     }
 
     /// The key as the caller named it.
     pub(crate) fn name(&self) -> &str {
-        &self.inner.text[self.inner.channel_len..]
+        &self.inner.text[self.inner.channel_len..self.inner.name_end]
     }
 
     /// The key that holds the owner token and the fence.
@@ -76,15 +86,15 @@ impl LockKeys {
     /// Redlock: each master's one fence counter for every lock under this
     /// prefix. It carries no hash tag (Redlock masters are not a cluster)
     /// and no lock key can have its name, since lock keys all have one.
-    pub(crate) fn counter(&self) -> String {
-        format!("{}fence-counter", &self.inner.text[..self.inner.prefix_len])
+    pub(crate) fn counter(&self) -> &str {
+        &self.inner.text[self.inner.name_end..self.inner.counter_end]
     }
 
     /// Redlock: each master's mark that it has been up for the restart
     /// quarantine (its value, in ms). It vanishes with the master's data,
     /// so a master restarted empty checks its uptime again.
-    pub(crate) fn up_mark(&self) -> String {
-        format!("{}up-for", &self.inner.text[..self.inner.prefix_len])
+    pub(crate) fn up_mark(&self) -> &str {
+        &self.inner.text[self.inner.counter_end..]
     }
 }
 
@@ -110,6 +120,7 @@ mod tests {
         assert_eq!(keys.channel(), "lock:{stock:42}:released");
         assert_eq!(keys.name(), "stock:42");
         assert_eq!(keys.counter(), "lock:fence-counter");
+        assert_eq!(keys.up_mark(), "lock:up-for");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(crate) mod memory;
 pub(crate) mod redlock;
 pub(crate) mod script;
 pub(crate) mod single;
+pub(crate) mod words;
 
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;

@@ -9,8 +9,11 @@
 //! ([`LuaScript::with_twin`]). The primitive writes both side by side, and
 //! the conformance suite holds every backend to the same behaviour.
 
+use std::sync::OnceLock;
+
 use redis::{Cmd, FromRedisValue};
 
+use super::words::Words;
 use crate::memory::{MemoryStore, Twin};
 
 /// A script's Lua and its SHA1, computed once, and its twin.
@@ -43,8 +46,11 @@ impl LuaScript {
     pub(crate) fn call(&'static self) -> ScriptCall {
         ScriptCall {
             script: self,
-            keys: Vec::new(),
-            args: Vec::new(),
+            // Room for a lock call's words (lock names and tokens run to
+            // a few dozen bytes); batches of renewals grow past it.
+            keys: Words::with_capacity(3, 96),
+            args: Words::with_capacity(4, 160),
+            by_hash: OnceLock::new(),
         }
     }
 
@@ -61,26 +67,32 @@ impl LuaScript {
 #[derive(Clone)]
 pub(crate) struct ScriptCall {
     script: &'static LuaScript,
-    keys: Vec<String>,
-    args: Vec<String>,
+    keys: Words,
+    args: Words,
+    /// The `EVALSHA` command, written at its first run: a Redlock round
+    /// sends the same one to every master.
+    by_hash: OnceLock<Cmd>,
 }
 
 impl ScriptCall {
     /// Appends a key (`KEYS[n]`).
-    pub(crate) fn key(&mut self, key: impl Into<String>) -> &mut Self {
-        self.keys.push(key.into());
+    pub(crate) fn key(&mut self, key: &str) -> &mut Self {
+        self.keys.push(key);
+        self.by_hash.take();
         self
     }
 
     /// Appends an argument (`ARGV[n]`).
-    pub(crate) fn arg(&mut self, arg: impl ToString) -> &mut Self {
-        self.args.push(arg.to_string());
+    pub(crate) fn arg(&mut self, arg: impl std::fmt::Display) -> &mut Self {
+        self.args.push(arg);
+        self.by_hash.take();
         self
     }
 
     /// `EVALSHA`, the usual form.
-    pub(crate) fn by_hash(&self) -> Cmd {
-        self.command("EVALSHA", &self.script.hash)
+    pub(crate) fn by_hash(&self) -> &Cmd {
+        self.by_hash
+            .get_or_init(|| self.command("EVALSHA", &self.script.hash))
     }
 
     /// `EVAL` with the whole source, for a node that lacks the script.
@@ -91,16 +103,13 @@ impl ScriptCall {
     fn command(&self, name: &str, script: &str) -> Cmd {
         // Sized up front: growing the buffers costs more than the call's
         // other allocations together.
-        let words = self.keys.iter().chain(&self.args);
         let args = 3 + self.keys.len() + self.args.len();
-        let bytes = name.len() + script.len() + 20 + words.map(String::len).sum::<usize>();
+        let bytes = name.len() + script.len() + 20 + self.keys.text_len() + self.args.text_len();
         let mut command = Cmd::with_capacity(args, bytes);
-        command
-            .arg(name)
-            .arg(script)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
+        command.arg(name).arg(script).arg(self.keys.len());
+        for word in self.keys.iter().chain(self.args.iter()) {
+            command.arg(word);
+        }
         command
     }
 
@@ -152,7 +161,7 @@ mod tests {
         call.key("lock:{a}").arg("t1").arg(100_u64);
         call.key("lock:{a}:x").arg("t2");
         assert_eq!(
-            words(&call.by_hash()),
+            words(call.by_hash()),
             [
                 "EVALSHA",
                 ECHO.hash.as_str(),
@@ -166,7 +175,7 @@ mod tests {
         );
         let in_full = words(&call.in_full());
         assert_eq!(in_full[1], "return ARGV[1]");
-        assert_eq!(in_full[2..], words(&call.by_hash())[2..]);
+        assert_eq!(in_full[2..], words(call.by_hash())[2..]);
     }
 
     #[test]

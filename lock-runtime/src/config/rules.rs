@@ -41,7 +41,7 @@ pub(crate) fn check_ttl(ttl: Duration, what: impl std::fmt::Display) -> Result<(
 pub(crate) fn check_quarantine(
     ttl: Duration,
     quarantine: Duration,
-    what: &str,
+    what: impl std::fmt::Display,
 ) -> Result<(), LockError> {
     if ttl > quarantine {
         return Err(LockError::config(format!(

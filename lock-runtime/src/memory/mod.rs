@@ -27,10 +27,11 @@
 mod keyspace;
 mod store;
 
+use crate::backend::words::Words;
 pub(crate) use keyspace::Keyspace;
 pub(crate) use store::Listener;
 pub use store::{HeldLock, MemoryStore};
 
 /// A lock script's in-memory twin: `KEYS` and `ARGV` in, the script's
 /// answer out (or why the call is malformed).
-pub(crate) type Twin = fn(&mut Keyspace, &[String], &[String]) -> Result<redis::Value, String>;
+pub(crate) type Twin = fn(&mut Keyspace, &Words, &Words) -> Result<redis::Value, String>;

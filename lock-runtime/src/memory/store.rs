@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::Twin;
 use super::keyspace::Keyspace;
+use crate::backend::words::Words;
 
 /// Now, on the tokio clock of the runtime that calls.
 fn now() -> std::time::Instant {
@@ -182,8 +183,8 @@ impl MemoryStore {
     pub(crate) fn execute(
         &self,
         script: Twin,
-        keys: &[String],
-        args: &[String],
+        keys: &Words,
+        args: &Words,
     ) -> Result<redis::Value, String> {
         let mut keyspace = self.keyspace();
         keyspace.begin(now());

@@ -103,8 +103,11 @@ pub(crate) async fn acquire(
     let bound = masters.vote_bound(attempt.ttl);
     let total = masters.len();
     let quarantine = masters.quarantine();
-    let what = format!("the ttl of lock `{}`", keys.name());
-    crate::config::rules::check_quarantine(attempt.ttl, quarantine, &what)?;
+    crate::config::rules::check_quarantine(
+        attempt.ttl,
+        quarantine,
+        format_args!("the ttl of lock `{}`", keys.name()),
+    )?;
     let mut call = scripts::ACQUIRE_COUNTED.call();
     call.key(keys.lock())
         .key(keys.counter())

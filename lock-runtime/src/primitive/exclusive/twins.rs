@@ -5,13 +5,13 @@
 
 use redis::Value;
 
+use crate::backend::words::Words;
 use crate::memory::Keyspace;
 use crate::token::WAITED;
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
-fn nth<'a>(list: &'a [String], n: usize, what: &str) -> Result<&'a str, String> {
+fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {
     list.get(n - 1)
-        .map(String::as_str)
         .ok_or_else(|| format!("{what}[{n}] is missing"))
 }
 
@@ -31,7 +31,7 @@ fn is_mine(held: &str, token: &str) -> bool {
 }
 
 /// [`super::scripts::ACQUIRE`].
-pub(super) fn acquire(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, token) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
     let marks = a.get(2).is_none_or(|waits| waits != "0");
@@ -50,7 +50,7 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result
 
 /// [`super::scripts::RELEASE`]. `ARGV[3]`, the publish command, makes no
 /// difference in memory. (The in-memory store holds no Redlock values.)
-pub(super) fn release(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, token, channel) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
     let Some(held) = keys.get(lock).filter(|held| is_mine(held, token)) else {
         return Ok(int(0));
@@ -64,7 +64,7 @@ pub(super) fn release(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result
 }
 
 /// [`super::scripts::PASS`].
-pub(super) fn pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+pub(super) fn pass(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, giver, taker) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
     let ttl = number(nth(a, 3, "ARGV")?, "the ttl")?;
     let given = number(nth(a, 4, "ARGV")?, "the fence")?;
@@ -87,11 +87,7 @@ pub(super) fn pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Va
 
 /// [`super::scripts::BLIND_RELEASE`].
 #[cfg(feature = "sabotage")]
-pub(super) fn blind_release(
-    keys: &mut Keyspace,
-    k: &[String],
-    a: &[String],
-) -> Result<Value, String> {
+pub(super) fn blind_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     keys.del(nth(k, 1, "KEYS")?);
     keys.publish(nth(a, 2, "ARGV")?);
     Ok(int(1))
@@ -99,7 +95,7 @@ pub(super) fn blind_release(
 
 /// [`super::scripts::BLIND_PASS`].
 #[cfg(feature = "sabotage")]
-pub(super) fn blind_pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+pub(super) fn blind_pass(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, taker) = (nth(k, 1, "KEYS")?, nth(a, 2, "ARGV")?);
     let ttl = number(nth(a, 3, "ARGV")?, "the ttl")?;
     let given = number(nth(a, 4, "ARGV")?, "the fence")?;
@@ -109,7 +105,7 @@ pub(super) fn blind_pass(keys: &mut Keyspace, k: &[String], a: &[String]) -> Res
 }
 
 /// [`super::scripts::INSPECT`].
-pub(super) fn inspect(keys: &mut Keyspace, k: &[String], _: &[String]) -> Result<Value, String> {
+pub(super) fn inspect(keys: &mut Keyspace, k: &Words, _: &Words) -> Result<Value, String> {
     let lock = nth(k, 1, "KEYS")?;
     let Some(held) = keys.get(lock).map(str::to_owned) else {
         return Ok(Value::Array(vec![
@@ -124,11 +120,7 @@ pub(super) fn inspect(keys: &mut Keyspace, k: &[String], _: &[String]) -> Result
 }
 
 /// [`super::scripts::FORCE_RELEASE`].
-pub(super) fn force_release(
-    keys: &mut Keyspace,
-    k: &[String],
-    a: &[String],
-) -> Result<Value, String> {
+pub(super) fn force_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, channel) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
     if !keys.del(lock) {
         return Ok(int(0));
@@ -138,7 +130,7 @@ pub(super) fn force_release(
 }
 
 /// [`super::scripts::EXTEND`].
-pub(super) fn extend(keys: &mut Keyspace, k: &[String], a: &[String]) -> Result<Value, String> {
+pub(super) fn extend(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let mut renewed = Vec::with_capacity(k.len());
     for (i, lock) in k.iter().enumerate() {
         let token = nth(a, 2 * i + 1, "ARGV")?;
@@ -158,8 +150,8 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| (*s).to_owned()).collect()
+    fn strings(items: &[&str]) -> Words {
+        items.iter().collect()
     }
 
     fn ints(value: &Value) -> Vec<i64> {
@@ -297,13 +289,13 @@ mod tests {
         let mut keys = Keyspace::default();
         keys.begin(Instant::now());
         let lock = strings(&["lock:{a}"]);
-        let free = inspect(&mut keys, &lock, &[]).unwrap();
+        let free = inspect(&mut keys, &lock, &Words::default()).unwrap();
         assert_eq!(
             free,
             Value::Array(vec![Value::BulkString(Vec::new()), Value::Int(-2)])
         );
         acquire(&mut keys, &lock, &strings(&["h/t1", "1000"])).unwrap();
-        let Value::Array(held) = inspect(&mut keys, &lock, &[]).unwrap() else {
+        let Value::Array(held) = inspect(&mut keys, &lock, &Words::default()).unwrap() else {
             panic!("not an array");
         };
         assert_eq!(held[0], Value::BulkString(b"h/t1".to_vec()));
@@ -328,7 +320,7 @@ mod tests {
     fn a_malformed_call_is_an_error_not_a_panic() {
         let mut keys = Keyspace::default();
         keys.begin(Instant::now());
-        assert!(acquire(&mut keys, &[], &[]).is_err());
+        assert!(acquire(&mut keys, &Words::default(), &Words::default()).is_err());
         let lock = strings(&["lock:{a}"]);
         assert!(acquire(&mut keys, &lock, &strings(&["t1", "soon"])).is_err());
         assert!(extend(&mut keys, &lock, &strings(&["t1"])).is_err());
