@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod gaps;
 pub mod hot_key;
 pub mod meter;
+pub mod pinning;
 pub mod plan;
 pub mod project;
 pub mod ratios;

@@ -46,6 +46,9 @@ pub struct Plan {
     pub watchdog_ticks: u32,
     /// Upper bound of any single run, whatever its sizes.
     pub run_limit: Duration,
+    /// Servers on a core of their own, the client on the others
+    /// (`--pinned`, see [`crate::pinning`]).
+    pub pinned: bool,
 }
 
 impl Plan {
@@ -68,6 +71,7 @@ impl Plan {
             watchdog_ttl: Duration::from_secs(1),
             watchdog_ticks: 12,
             run_limit: Duration::from_secs(30),
+            pinned: false,
         }
     }
 
@@ -89,7 +93,7 @@ impl Plan {
 
     /// The plan the arguments ask for: `--quick`, `--reps N` (at least 3),
     /// `--only a,b` (scenario names, `redlock-3/parallel_64` for a
-    /// scenario on the Redlock setup). `--bench`, which cargo passes, and
+    /// scenario on the Redlock setup), `--pinned`. `--bench`, which cargo passes, and
     /// unknown flags are ignored. `LOCK_BENCH_QUICK=1` also selects `--quick`.
     pub fn from_args(args: &[String]) -> BenchResult<Self> {
         let quick = args.iter().any(|a| a == "--quick")
@@ -118,6 +122,7 @@ impl Plan {
                     }
                     plan.scenarios = wanted;
                 }
+                "--pinned" => plan.pinned = true,
                 _ => {}
             }
         }
@@ -152,5 +157,7 @@ mod tests {
         let redlock = Plan::from_args(&args(&["--only", "redlock-3/parallel_64"])).unwrap();
         assert!(redlock.runs("redlock-3/parallel_64") && !redlock.runs("parallel_64"));
         assert!(Plan::full().runs("redlock-3/uncontended_pair"));
+        assert!(!plan.pinned);
+        assert!(Plan::from_args(&args(&["--pinned"])).unwrap().pinned);
     }
 }

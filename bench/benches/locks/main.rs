@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
 use lock_bench::scenarios::macro_overhead::{self, Variant};
@@ -59,6 +60,14 @@ fn run() -> BenchResult<()> {
         return Ok(());
     }
     let plan = Plan::from_args(&args)?;
+    // Pinned before any thread starts, so that every later one inherits it.
+    let cores = if plan.pinned {
+        let cores = Cores::of_this_machine()?;
+        pinning::pin(std::process::id(), &cores.client)?;
+        Some(cores)
+    } else {
+        None
+    };
     // Started from the main thread: a server dies with the thread that spawned it.
     let servers: Vec<(Setup, Vec<RedisServer>)> = setup::ALL
         .into_iter()
@@ -75,6 +84,16 @@ fn run() -> BenchResult<()> {
             (setup, started)
         })
         .collect();
+    if let Some(cores) = &cores {
+        for server in servers.iter().flat_map(|(_, servers)| servers) {
+            let pid = server.pid().ok_or("a benchmark server has no process id")?;
+            pinning::pin(pid, &cores.server)?;
+        }
+        eprintln!(
+            "lock-bench: pinned: client on cores {}, servers on core {}",
+            cores.client, cores.server
+        );
+    }
     let deployments: Vec<Deployment> = servers
         .iter()
         .map(|(setup, servers)| Deployment {
@@ -420,6 +439,7 @@ fn publish(
 
     let env = json!({
         "mode": plan.mode,
+        "pinned": plan.pinned,
         "reps": plan.reps,
         "cpus": cpus,
         "os": std::env::consts::OS,
@@ -465,18 +485,30 @@ fn publish(
 
     let dir = output_dir();
     std::fs::create_dir_all(&dir)?;
+    // A pinned run keeps its own files, so both modes can be compared.
+    let suffix = if plan.pinned { "-pinned" } else { "" };
+    let (json_file, table_file, chart_file) = (
+        format!("results{suffix}.json"),
+        format!("table{suffix}.md"),
+        format!("chart{suffix}.svg"),
+    );
     std::fs::write(
-        dir.join("results.json"),
+        dir.join(&json_file),
         serde_json::to_string_pretty(&json)? + "\n",
     )?;
-    std::fs::write(dir.join("table.md"), &table)?;
+    std::fs::write(dir.join(&table_file), &table)?;
+    let placement = if plan.pinned {
+        ", servers pinned to a core of their own"
+    } else {
+        ""
+    };
     let subtitle = format!(
-        "{} run, {} repetitions, {cpus} CPUs, redis {}, loopback round trip {:.0} µs ({:.0} µs after {:?} idle)",
+        "{} run, {} repetitions, {cpus} CPUs{placement}, redis {}, loopback round trip {:.0} µs ({:.0} µs after {:?} idle)",
         plan.mode, plan.reps, outcome.redis_version, rtt.median, idle_rtt.median, plan.handoff_hold
     );
-    std::fs::write(dir.join("chart.svg"), chart::render(results, &subtitle))?;
+    std::fs::write(dir.join(&chart_file), chart::render(results, &subtitle))?;
     println!(
-        "wrote {0}/results.json, {0}/chart.svg and {0}/table.md in {1:.0} s",
+        "wrote {0}/{json_file}, {0}/{chart_file} and {0}/{table_file} in {1:.0} s",
         dir.display(),
         elapsed.as_secs_f64()
     );
