@@ -25,10 +25,11 @@ pub struct Section {
 /// The gaps between consecutive critical sections of one run.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gaps {
-    /// Median gap when the next section ran in the same process, µs.
-    pub within_p50_us: f64,
-    /// Median gap when it ran in the other process, µs.
-    pub across_p50_us: f64,
+    /// Median gap when the next section ran in the same process, µs;
+    /// None when none did.
+    pub within_p50_us: Option<f64>,
+    /// Median gap when it ran in the other process, µs; None when none did.
+    pub across_p50_us: Option<f64>,
     /// Share of hand-overs that crossed processes.
     pub across_share: f64,
     /// Mean gap over all hand-overs, µs.
@@ -54,10 +55,15 @@ pub fn gaps(mut sections: Vec<Section>) -> Option<Gaps> {
     let handovers = sections.len().checked_sub(1).filter(|&n| n > 0)?;
     Some(Gaps {
         across_share: across.len() as f64 / handovers as f64,
-        within_p50_us: within.quantile_us(0.5),
-        across_p50_us: across.quantile_us(0.5),
+        within_p50_us: median_us(&mut within),
+        across_p50_us: median_us(&mut across),
         mean_us: total_us as f64 / handovers as f64,
     })
+}
+
+/// The median of `gaps`, if there is any gap.
+fn median_us(gaps: &mut Samples) -> Option<f64> {
+    (!gaps.is_empty()).then(|| gaps.quantile_us(0.5))
 }
 
 #[cfg(test)]
@@ -84,10 +90,18 @@ mod tests {
         .unwrap();
         // Within: 10, 10, 200 (800 -> 1,000 in worker 1); across: 400
         // (300 -> 700).
-        assert_eq!(gaps.within_p50_us, 10.0);
-        assert_eq!(gaps.across_p50_us, 400.0);
+        assert_eq!(gaps.within_p50_us, Some(10.0));
+        assert_eq!(gaps.across_p50_us, Some(400.0));
         assert_eq!(gaps.across_share, 0.25);
         assert_eq!(gaps.mean_us, 155.0);
+    }
+
+    #[test]
+    fn a_run_that_never_crossed_has_no_median_across() {
+        let gaps = gaps(vec![section(0, 100, 0), section(150, 200, 0)]).unwrap();
+        assert_eq!(gaps.within_p50_us, Some(50.0));
+        assert_eq!(gaps.across_p50_us, None);
+        assert_eq!(gaps.across_share, 0.0);
     }
 
     #[test]

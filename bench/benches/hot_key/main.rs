@@ -241,11 +241,12 @@ fn print(rows: &[Row], bound: f64) {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
+        let us = |median: Option<f64>| median.map_or("–".to_owned(), |us| format!("{us:.0}"));
         let gaps = row.gaps.map_or("–".to_owned(), |g| {
             format!(
-                "{:.0} / {:.0} ({:.0}%)",
-                g.within_p50_us,
-                g.across_p50_us,
+                "{} / {} ({:.0}%)",
+                us(g.within_p50_us),
+                us(g.across_p50_us),
                 g.across_share * 100.0
             )
         });
