@@ -3,11 +3,13 @@
 
 use crate::Results;
 use crate::scenarios::{HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE};
+use crate::setup::{REDLOCK_MASTERS, Setup};
 
 /// One target and how the run measured up to it.
 #[derive(Clone, Debug)]
 pub struct Target {
-    /// The scenario's letter in the issue (`a` to `e`).
+    /// The scenario's letter in the first performance issue (`a` to
+    /// `e`), or `16` for the bars of issue 16.
     pub id: &'static str,
     /// What is compared.
     pub what: &'static str,
@@ -62,6 +64,12 @@ pub fn evaluate(results: &Results, rtt: RoundTrips) -> Vec<Target> {
             .summary(s, i)
             .map_or(f64::NAN, |summary| summary.extra(name))
     };
+    let redlock = |scenario: &str| {
+        Setup::Redlock {
+            masters: REDLOCK_MASTERS,
+        }
+        .key(scenario)
+    };
     let lost_max = |s: &str, i: &str| {
         results
             .summary(s, i)
@@ -89,6 +97,35 @@ pub fn evaluate(results: &Results, rtt: RoundTrips) -> Vec<Target> {
             ops(PARALLEL_64, "project") / ops(PARALLEL_64, "rslock"),
             ">= 1.5",
             |v| v >= 1.5,
+        ),
+        // Issue 16's own bars for the same row: the way there.
+        Target::new(
+            "16",
+            "parallel_64 pairs/s: project / raw",
+            ops(PARALLEL_64, "project") / ops(PARALLEL_64, "raw"),
+            ">= 0.85",
+            |v| v >= 0.85,
+        ),
+        Target::new(
+            "16",
+            "parallel_64 pairs/s: project / rslock",
+            ops(PARALLEL_64, "project") / ops(PARALLEL_64, "rslock"),
+            ">= 1.3",
+            |v| v >= 1.3,
+        ),
+        Target::new(
+            "16",
+            "redlock-3/uncontended_pair p50: project / rslock",
+            p50(&redlock(UNCONTENDED_PAIR), "project") / p50(&redlock(UNCONTENDED_PAIR), "rslock"),
+            "<= 1.0",
+            |v| v <= 1.0,
+        ),
+        Target::new(
+            "16",
+            "redlock-3/parallel_64 pairs/s: project / rslock",
+            ops(&redlock(PARALLEL_64), "project") / ops(&redlock(PARALLEL_64), "rslock"),
+            ">= 1.0",
+            |v| v >= 1.0,
         ),
         Target::new(
             "c",
@@ -228,6 +265,31 @@ mod tests {
         assert_eq!(advice.size, 2);
         assert_eq!(advice.relative[2], (4, 1.0));
         assert!(recommended_pool(&Results::default(), &[1, 2]).is_none());
+    }
+
+    #[test]
+    fn redlock_bars_compare_the_redlock_rows_only() {
+        let mut results = Results::default();
+        // The single server's rows would meet the bar; the Redlock rows do not.
+        results.record(PARALLEL_64, "project", rate(300.0));
+        results.record(PARALLEL_64, "rslock", rate(100.0));
+        results.record("redlock-3/parallel_64", "project", rate(50.0));
+        results.record("redlock-3/parallel_64", "rslock", rate(100.0));
+        let rtt = RoundTrips {
+            warm_us: 30.0,
+            idle_us: 300.0,
+        };
+        let targets = evaluate(&results, rtt);
+        let find = |what: &str| targets.iter().find(|t| t.what == what).unwrap();
+        let redlock = find("redlock-3/parallel_64 pairs/s: project / rslock");
+        assert_eq!((redlock.value, redlock.met), (0.5, Some(false)));
+        let single = find("parallel_64 pairs/s: project / rslock");
+        assert_eq!(single.value, 3.0);
+        assert!(
+            find("redlock-3/uncontended_pair p50: project / rslock")
+                .met
+                .is_none()
+        );
     }
 
     #[test]
