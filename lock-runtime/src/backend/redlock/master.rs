@@ -7,7 +7,7 @@
 //! of masters is down, so each master is a slot that is either connected
 //! or being (re)tried in the background; lock traffic never waits for it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::backend::script::LuaScript;
@@ -26,15 +26,16 @@ pub(super) struct Master {
     config: LockConfig,
     /// Loaded on the master at each first connect.
     scripts: &'static [&'static LuaScript],
+    /// Set once, at the first successful connect; its managers then
+    /// reconnect on their own. Read without a lock: every call of every
+    /// round asks for it.
+    backend: OnceLock<Arc<SingleBackend>>,
     state: Mutex<Slot>,
 }
 
-/// Where a master's connections stand.
+/// Where a master's connect attempts stand, until one succeeded.
 #[derive(Default)]
 struct Slot {
-    /// Set once, at the first successful connect; its managers then
-    /// reconnect on their own.
-    backend: Option<Arc<SingleBackend>>,
     /// A background attempt is running.
     connecting: bool,
     last_failure: Option<Instant>,
@@ -52,6 +53,7 @@ impl Master {
             info,
             config: config.clone(),
             scripts,
+            backend: OnceLock::new(),
             state: Mutex::new(Slot::default()),
         })
     }
@@ -77,14 +79,14 @@ impl Master {
                 .preload(self.scripts, self.config.response_timeout)
                 .await;
         }
-        let mut slot = self.slot();
         match result {
             Ok(backend) => {
-                slot.backend = Some(Arc::new(backend));
+                // A second connect that raced this one drops its own.
+                let _ = self.backend.set(Arc::new(backend));
                 Ok(())
             }
             Err(err) => {
-                slot.last_failure = Some(Instant::now());
+                self.slot().last_failure = Some(Instant::now());
                 Err(err)
             }
         }
@@ -94,10 +96,10 @@ impl Master {
     /// starts a background attempt (at most one at a time, at most one per
     /// [`RETRY_PAUSE`]) and answers `None` at once.
     pub(super) fn backend(self: &Arc<Self>) -> Option<Arc<SingleBackend>> {
-        let mut slot = self.slot();
-        if let Some(backend) = &slot.backend {
+        if let Some(backend) = self.backend.get() {
             return Some(backend.clone());
         }
+        let mut slot = self.slot();
         let rested = slot
             .last_failure
             .is_none_or(|failed| failed.elapsed() >= RETRY_PAUSE);
