@@ -29,11 +29,6 @@ pub struct LockInfo {
     /// part of its owner token). None when free, or when the key holds a
     /// value no locker wrote.
     pub holder: Option<String>,
-    /// The holder's fencing token where the servers store it: on Redlock
-    /// (each master keeps the fence it granted). On one node the fence is
-    /// the server's clock at the grant and is not stored (see
-    /// [`LockGuard::fence`](crate::LockGuard::fence)): None.
-    pub fence: Option<u64>,
     /// Whether a waiter found the lock busy while its holder held it (and
     /// so will be told of its release).
     pub contended: bool,
@@ -49,7 +44,6 @@ impl LockInfo {
             key: key.to_owned(),
             held: false,
             holder: None,
-            fence: None,
             contended: false,
             remaining: None,
         }
@@ -63,7 +57,6 @@ impl LockInfo {
             key: key.to_owned(),
             held: true,
             holder: public.map(|stored| stored.holder.to_owned()),
-            fence: public.and_then(|stored| stored.fence),
             contended: public.is_some_and(|stored| stored.contended),
             remaining: u64::try_from(pttl).ok().map(Duration::from_millis),
         }

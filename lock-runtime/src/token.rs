@@ -97,8 +97,6 @@ impl RandomBytes {
 pub(crate) struct StoredValue<'a> {
     /// The holder's label.
     pub(crate) holder: &'a str,
-    /// The fence, where the value carries one (Redlock).
-    pub(crate) fence: Option<u64>,
     /// Marked by a waiter.
     pub(crate) contended: bool,
 }
@@ -107,27 +105,17 @@ pub(crate) struct StoredValue<'a> {
 /// is announced (see the exclusive lock's scripts).
 pub(crate) const WAITED: &str = "~";
 
-/// Reads a lock key's value, `<label>/<secret>`, or `<label>/<secret>:<fence>`
-/// on Redlock, either followed by the waiters' mark: its public parts,
-/// never the secret. None for a value no locker wrote.
+/// Reads a lock key's value, `<label>/<secret>`, followed by the waiters'
+/// mark once a waiter found it busy: its public parts, never the secret.
+/// None for a value no locker wrote.
 pub(crate) fn stored_value(value: &str) -> Option<StoredValue<'_>> {
-    let (value, contended) = match value.strip_suffix(WAITED) {
+    let (token, contended) = match value.strip_suffix(WAITED) {
         Some(unmarked) => (unmarked, true),
         None => (value, false),
     };
-    let (token, fence) = match value.rsplit_once(':') {
-        Some((token, fence)) if fence.bytes().all(|b| b.is_ascii_digit()) && !fence.is_empty() => {
-            (token, Some(fence.parse().ok()?))
-        }
-        _ => (value, None),
-    };
     let (holder, secret) = token.rsplit_once('/')?;
     let secret_like = secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit());
-    secret_like.then_some(StoredValue {
-        holder,
-        fence,
-        contended,
-    })
+    secret_like.then_some(StoredValue { holder, contended })
 }
 
 /// The label of this process when the configuration sets none: its host
@@ -213,27 +201,17 @@ mod tests {
     fn a_stored_value_gives_its_public_parts_but_never_the_secret() {
         let token = OwnerToken::random("a/b:c");
         let plain = stored_value(token.as_str()).unwrap();
-        assert_eq!(
-            (plain.holder, plain.fence, plain.contended),
-            ("a/b:c", None, false)
-        );
+        assert_eq!((plain.holder, plain.contended), ("a/b:c", false));
         let marked = format!("{}~", token.as_str());
         let marked = stored_value(&marked).unwrap();
-        assert_eq!(
-            (marked.holder, marked.fence, marked.contended),
-            ("a/b:c", None, true)
-        );
-        let redlock = format!("{}:1732412345678901~", token.as_str());
-        let redlock = stored_value(&redlock).unwrap();
-        assert_eq!(
-            (redlock.holder, redlock.fence, redlock.contended),
-            ("a/b:c", Some(1_732_412_345_678_901), true)
-        );
-        // A label ending in a number is not a fence.
+        assert_eq!((marked.holder, marked.contended), ("a/b:c", true));
         let numbered = OwnerToken::random("web:4711");
         assert_eq!(stored_value(numbered.as_str()).unwrap().holder, "web:4711");
         assert_eq!(stored_value("someone-else's"), None);
-        assert_eq!(stored_value("x/short:12"), None);
+        assert_eq!(stored_value("x/short"), None);
+        // An earlier release's Redlock value, `<token>:<fence>`, is no token.
+        let fenced = format!("{}:1732412345678901", token.as_str());
+        assert_eq!(stored_value(&fenced), None);
     }
 
     #[test]

@@ -42,6 +42,12 @@ impl LuaScript {
         }
     }
 
+    /// The Lua, for tests that check it against the Rust that reads it.
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+
     /// A call of this script with no keys or arguments yet.
     pub(crate) fn call(&'static self) -> ScriptCall {
         ScriptCall {

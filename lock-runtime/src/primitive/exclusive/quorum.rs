@@ -2,7 +2,11 @@
 //! independent masters holds it.
 //!
 //! # Acquire
-//! The acquire script runs on every master at once. Each master's call is
+//! Every master is asked at once: the plain commands of `super::plain`
+//! (`SET NX`, `INCR` of the counter, `GET` of the up mark) take a free
+//! lock, and the acquire script runs where they did not finish the grant
+//! (the lock was there, the counter is not seeded, the quarantine's mark
+//! is missing). Each master's call (both, when both run) is
 //! bounded by `min(connect_timeout + response_timeout, ttl / 10)`: a dead
 //! or frozen master must not eat the lease. The caller counts the lease
 //! from the moment it *sent* the request, like every acquisition.
@@ -79,9 +83,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::scripts;
 use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
 use super::{AcquireReply, Acquisition, Renewal, Renewed};
+use super::{plain, scripts};
 use crate::backend::Route;
 use crate::backend::flights::InFlight;
 use crate::backend::redlock::{RedlockBackend, Round, quorum};
@@ -116,7 +120,38 @@ pub(crate) async fn acquire(
         .arg(attempt.ttl.as_millis())
         .arg(quarantine.as_millis())
         .arg(attempt.mark_arg());
-    let mut round = run_everywhere(masters, 0..total, route, call, bound, attempt.flight);
+    let call = Arc::new(call);
+    // A free lock is taken with plain commands (see `plain`); the script
+    // runs where they did not finish the grant.
+    let pipe = attempt.plain_first.then(|| {
+        Arc::new(plain::take_if_free_counted(
+            keys.lock(),
+            token.as_str(),
+            attempt.ttl_ms(),
+            keys.counter(),
+            keys.up_mark(),
+        ))
+    });
+    let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
+    let mut round = masters.fan_out(
+        0..total,
+        bound,
+        "a lock script",
+        Some(attempt.flight),
+        move |master| {
+            let (call, pipe) = (call.clone(), pipe.clone());
+            async move {
+                if let Some(pipe) = pipe {
+                    let answer = master.run_plain(route, &pipe).await?;
+                    if let Some(fence) = plain::counted_fence_of(answer, quarantine_ms) {
+                        // As the script answers a grant past the quarantine.
+                        return Ok(vec![1, i64::try_from(fence).unwrap_or(i64::MAX), 0]);
+                    }
+                }
+                master.run::<Vec<i64>>(route, &call).await
+            }
+        },
+    );
     let mut votes = AcquireVotes::new(total);
     let mut answered = 0;
     while let Some((index, answer)) = round.recv().await {
@@ -386,13 +421,6 @@ pub(crate) async fn inspect(
 
 /// What `needed` of the masters' `(value, pttl)` agree on.
 fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
-    let owner_of = |value: &str| {
-        let value = value.strip_suffix(crate::token::WAITED).unwrap_or(value);
-        value
-            .rsplit_once(':')
-            .map_or(value, |(token, _)| token)
-            .to_owned()
-    };
     for (value, _) in values.iter().filter(|(value, _)| !value.is_empty()) {
         let owner = owner_of(value);
         let mut same: Vec<&(String, i64)> = values
@@ -405,13 +433,19 @@ fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInf
         // The lock stays on a majority until the needed-th longest lease ends.
         same.sort_by_key(|&&(_, pttl)| std::cmp::Reverse(pttl));
         let (_, pttl) = same[needed - 1];
-        let highest = same
+        // Contended when a waiter marked it anywhere.
+        let marked = same
             .iter()
-            .max_by_key(|(value, _)| crate::token::stored_value(value).and_then(|v| v.fence))
+            .find(|(value, _)| value.ends_with(crate::token::WAITED))
             .map_or(value.as_str(), |(value, _)| value.as_str());
-        return LockInfo::held(name, highest, *pttl);
+        return LockInfo::held(name, marked, *pttl);
     }
     LockInfo::free(name)
+}
+
+/// A Redlock value's owner token, without the waiters' mark.
+fn owner_of(value: &str) -> &str {
+    value.strip_suffix(crate::token::WAITED).unwrap_or(value)
 }
 
 /// Deletes the lock on every master whoever holds it, and wakes waiters;
@@ -489,28 +523,33 @@ pub(crate) async fn renew(
 mod tests {
     use super::*;
 
-    fn value(label: &str, secret: char, fence: u64) -> String {
-        format!("{label}/{}:{fence}", secret.to_string().repeat(32))
+    fn value(label: &str, secret: char) -> String {
+        format!("{label}/{}", secret.to_string().repeat(32))
     }
 
     #[test]
     fn a_lock_is_held_when_one_owner_is_on_a_majority() {
-        let a = |fence| (value("web-1", 'a', fence), 0);
+        let a = value("web-1", 'a');
         let split = majority_view(
             "k",
             &[
-                (a(7).0, 900),
-                (value("web-2", 'b', 3), 950),
+                (a.clone(), 900),
+                (value("web-2", 'b'), 950),
                 (String::new(), -2),
             ],
             2,
         );
         assert!(!split.held, "no owner on two of three masters: {split:?}");
-        let held = majority_view("k", &[(a(7).0, 900), (a(9).0, 400), (String::new(), -2)], 2);
+        let marked = format!("{a}~");
+        let held = majority_view(
+            "k",
+            &[(a.clone(), 900), (marked, 400), (String::new(), -2)],
+            2,
+        );
         assert_eq!(held.holder.as_deref(), Some("web-1"));
-        assert_eq!(held.fence, Some(9), "the highest fence of the majority");
+        assert!(held.contended, "a waiter marked it on one master");
         assert_eq!(held.remaining, Some(Duration::from_millis(400)));
-        let free = majority_view("k", &[(String::new(), -2), (a(7).0, 900)], 2);
+        let free = majority_view("k", &[(String::new(), -2), (a, 900)], 2);
         assert_eq!(free, LockInfo::free("k"));
     }
 }

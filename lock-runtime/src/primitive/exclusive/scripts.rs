@@ -47,9 +47,11 @@
 //! master instead (the `*_COUNTED` scripts), shared by every lock of the
 //! locker, seeded from that master's clock when it is missing (a new or
 //! emptied master) and raised to each fence handed out (see
-//! [`super::quorum`]). Its values are `<token>:<fence>` (and [`WAITED`](crate::token::WAITED)
-//! when marked): a retry on one master must answer the fence that master
-//! granted, which its counter no longer says.
+//! [`super::quorum`]). Its lock values are the token alone, as on one
+//! node: a free lock is taken with plain commands there too (`SET NX`,
+//! `INCR` of the counter, `GET` of the up mark), and a retry that finds
+//! the lock ours answers a fresh increment, for the reason the clock now
+//! serves one node.
 //!
 //! # Twins
 //! Each script that runs on one node has an in-memory twin in
@@ -61,6 +63,11 @@ use std::sync::LazyLock;
 
 use super::twins;
 use crate::backend::script::LuaScript;
+
+/// Redlock counters stand at least here once seeded from a master's clock
+/// (µs since the Unix epoch, 1e15 is 2001); a counter below it was counted
+/// up from nothing and is seeded before its next fence is handed out.
+pub(crate) const SEEDED: i64 = 1_000_000_000_000_000;
 
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone waits).
@@ -102,8 +109,7 @@ return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 /// argument, not a key: a declared key that does not exist on a migrating
 /// slot's source node makes Redis answer `TRYAGAIN`, and a channel never
 /// exists as a key. A server without `SPUBLISH` (before Redis 7) gets a
-/// plain `PUBLISH`. The value is ours when it is the token, marked or not,
-/// or (Redlock) the token and a fence.
+/// plain `PUBLISH`. The value is ours when it is the token, marked or not.
 /// Returns 1 when deleted, 0 when the lock was gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
@@ -113,20 +119,14 @@ if held == ARGV[1] then
     redis.call('DEL', KEYS[1])
     return 1
 end
-if not held or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
-    return 0
-end
-local after = string.sub(held, #ARGV[1] + 1, #ARGV[1] + 1)
-if after ~= '~' and after ~= ':' then
+if held ~= ARGV[1] .. '~' then
     return 0
 end
 redis.call('DEL', KEYS[1])
-if string.sub(held, -1) == '~' then
-    if ARGV[3] == 'PUBLISH' then
-        redis.call('PUBLISH', ARGV[2], '1')
-    elseif not pcall(redis.call, ARGV[3], ARGV[2], '1') then
-        redis.call('PUBLISH', ARGV[2], '1')
-    end
+if ARGV[3] == 'PUBLISH' then
+    redis.call('PUBLISH', ARGV[2], '1')
+elseif not pcall(redis.call, ARGV[3], ARGV[2], '1') then
+    redis.call('PUBLISH', ARGV[2], '1')
 end
 return 1
 "#,
@@ -261,17 +261,22 @@ return renewed
 });
 
 /// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
-/// master's counter (stored in the value, `<token>:<fence>`), and whether
-/// this master is still in its restart quarantine.
+/// master's counter, and whether this master is still in its restart
+/// quarantine. The plain commands of `super::plain` do the same for a
+/// free lock on a master whose counter and up mark are in place; this
+/// script runs when they are not, and when the lock was there.
 ///
 /// `KEYS[1]` lock, `KEYS[2]` the master's fence counter, `KEYS[3]` its
 /// up mark; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]` the
 /// restart quarantine in ms, `ARGV[4]` whether to mark a busy lock (as
 /// [`ACQUIRE`]'s `ARGV[3]`). Returns `{1, fence, left}` when granted, where
 /// `left` is the quarantine still to run in ms (0 once passed), or
-/// `{0, pttl}` as [`ACQUIRE`]. A missing counter starts from the master's
+/// `{0, pttl}` as [`ACQUIRE`]. A counter below [`SEEDED`] (missing, or
+/// counted up from nothing by plain `INCR`s) is first set to the master's
 /// clock (µs), so that a master that lost its data does not start again
-/// from 1.
+/// from 1. A retry that finds the lock ours is answered with a fresh
+/// increment, as one node answers with its clock now: above the grant
+/// whose reply was lost, below any later owner's.
 ///
 /// A master up for less than the quarantine may have restarted empty and
 /// forgotten locks whose leases still run on the other masters, so its
@@ -286,8 +291,7 @@ pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
 local held = redis.call('GET', KEYS[1])
-local mine = ARGV[1] .. ':'
-if held and string.sub(held, 1, #mine) ~= mine then
+if held and held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
     if ARGV[4] ~= '0' and string.sub(held, -1) ~= '~' then
         redis.call('APPEND', KEYS[1], '~')
     end
@@ -311,18 +315,20 @@ else
         redis.call('SET', KEYS[3], ARGV[3])
     end
 end
-if held then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.match(held, '^%d+', #mine + 1)), left}
-end
 local fence = redis.call('INCR', KEYS[2])
-if fence == 1 then
+if fence < 1000000000000000 then
     local now = redis.call('TIME')
     local seed = now[1] .. string.format('%06d', now[2])
-    redis.call('SET', KEYS[2], seed)
-    fence = tonumber(seed)
+    if tonumber(seed) > fence then
+        redis.call('SET', KEYS[2], seed)
+        fence = tonumber(seed)
+    end
 end
-redis.call('SET', KEYS[1], mine .. string.format('%.0f', fence), 'PX', ARGV[2])
+if held then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 return {1, fence, left}
 "#,
     )
@@ -340,8 +346,7 @@ pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
 local held = redis.call('GET', KEYS[1])
-local mine = ARGV[1] .. ':'
-if not held or string.sub(held, 1, #mine) ~= mine then
+if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
     return 0
 end
 if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then
@@ -373,8 +378,8 @@ for i = 2, #KEYS do
         highest = fence
     end
     local held = redis.call('GET', KEYS[i])
-    local mine = ARGV[at - 2] .. ':'
-    if held and string.sub(held, 1, #mine) == mine then
+    local token = ARGV[at - 2]
+    if held == token or held == token .. '~' then
         redis.call('PEXPIRE', KEYS[i], ARGV[at - 1])
         renewed[i - 1] = 1
     else
