@@ -109,13 +109,29 @@ pub(crate) const WAITED: &str = "~";
 /// mark once a waiter found it busy: its public parts, never the secret.
 /// None for a value no locker wrote.
 pub(crate) fn stored_value(value: &str) -> Option<StoredValue<'_>> {
-    let (token, contended) = match value.strip_suffix(WAITED) {
-        Some(unmarked) => (unmarked, true),
-        None => (value, false),
-    };
-    let (holder, secret) = token.rsplit_once('/')?;
+    let contended = value.ends_with(WAITED);
+    let (holder, secret) = owner_of(value).rsplit_once('/')?;
     let secret_like = secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit());
     secret_like.then_some(StoredValue { holder, contended })
+}
+
+/// The owner token in a lock key's value: without the waiters' mark, and
+/// without the `:<fence>` that earlier builds stored on Redlock (so that
+/// `inspect` reads the locks of a process not yet upgraded).
+pub(crate) fn owner_of(value: &str) -> &str {
+    let value = value.strip_suffix(WAITED).unwrap_or(value);
+    match value.rsplit_once(':') {
+        Some((token, fence))
+            if !fence.is_empty()
+                && fence.bytes().all(|b| b.is_ascii_digit())
+                && token
+                    .rsplit_once('/')
+                    .is_some_and(|(_, secret)| secret.len() == 32) =>
+        {
+            token
+        }
+        _ => value,
+    }
 }
 
 /// The label of this process when the configuration sets none: its host
@@ -209,9 +225,12 @@ mod tests {
         assert_eq!(stored_value(numbered.as_str()).unwrap().holder, "web:4711");
         assert_eq!(stored_value("someone-else's"), None);
         assert_eq!(stored_value("x/short"), None);
-        // An earlier release's Redlock value, `<token>:<fence>`, is no token.
-        let fenced = format!("{}:1732412345678901", token.as_str());
-        assert_eq!(stored_value(&fenced), None);
+        // An earlier release's Redlock value, `<token>:<fence>`.
+        let fenced = format!("{}:1732412345678901~", token.as_str());
+        assert_eq!(owner_of(&fenced), token.as_str());
+        let fenced = stored_value(&fenced).unwrap();
+        assert_eq!((fenced.holder, fenced.contended), ("a/b:c", true));
+        assert_eq!(owner_of(numbered.as_str()), numbered.as_str());
     }
 
     #[test]

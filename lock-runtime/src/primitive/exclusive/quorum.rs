@@ -421,6 +421,7 @@ pub(crate) async fn inspect(
 
 /// What `needed` of the masters' `(value, pttl)` agree on.
 fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
+    use crate::token::owner_of;
     for (value, _) in values.iter().filter(|(value, _)| !value.is_empty()) {
         let owner = owner_of(value);
         let mut same: Vec<&(String, i64)> = values
@@ -441,11 +442,6 @@ fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInf
         return LockInfo::held(name, marked, *pttl);
     }
     LockInfo::free(name)
-}
-
-/// A Redlock value's owner token, without the waiters' mark.
-fn owner_of(value: &str) -> &str {
-    value.strip_suffix(crate::token::WAITED).unwrap_or(value)
 }
 
 /// Deletes the lock on every master whoever holds it, and wakes waiters;
