@@ -286,7 +286,9 @@ return renewed
 /// quarantine `q` has passed (one `GET` per acquisition from then on), or
 /// `fresh:<q>` expiring when it will have (a `PTTL` more). A restart without
 /// persistence loses the mark with the locks, and the uptime is read again.
-/// A master whose uptime is unknown is trusted.
+/// A master whose uptime is unknown is trusted, and so is one restarted
+/// from a snapshot older than its last lock, which brings the mark back
+/// without that lock (the README tells operators to avoid that).
 pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
