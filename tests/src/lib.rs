@@ -34,7 +34,7 @@ pub mod fault_proxy;
 pub mod fixtures;
 pub mod history;
 pub mod net;
-pub mod redis_server;
+pub use lock_servers::redis_server;
 pub mod sentinel;
 pub mod tls;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
@@ -44,8 +44,8 @@ pub mod worker;
 
 pub use cluster::RedisCluster;
 pub use fault_proxy::FaultProxy;
+pub use lock_servers::RedisServer;
 pub use net::{SilentListener, closed_port};
-pub use redis_server::RedisServer;
 pub use sentinel::SentinelSetup;
 pub use worker::Worker;
 

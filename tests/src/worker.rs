@@ -30,7 +30,7 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Die with the test process, even if it is killed.
-        crate::sys::kill_with_parent(&mut command);
+        lock_servers::process::kill_with_parent(&mut command);
         let mut child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start worker {exe}: {err}"));
@@ -98,14 +98,14 @@ impl Worker {
 
     /// SIGSTOP: the whole process freezes, as in a long GC pause or swap.
     pub fn pause(&self) {
-        if let Err(err) = crate::sys::send_signal(self.pid(), libc::SIGSTOP) {
+        if let Err(err) = lock_servers::process::send_signal(self.pid(), libc::SIGSTOP) {
             panic!("cannot SIGSTOP worker {}: {err}", self.pid());
         }
     }
 
     /// SIGCONT after [`Self::pause`].
     pub fn resume(&self) {
-        if let Err(err) = crate::sys::send_signal(self.pid(), libc::SIGCONT) {
+        if let Err(err) = lock_servers::process::send_signal(self.pid(), libc::SIGCONT) {
             panic!("cannot SIGCONT worker {}: {err}", self.pid());
         }
     }

@@ -24,7 +24,7 @@ use lock_bench::project::ProjectContender;
 use lock_bench::scenarios::handoff;
 use lock_bench::server::Admin;
 use lock_bench::{BenchResult, Samples};
-use lock_tests::RedisServer;
+use lock_servers::RedisServer;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 

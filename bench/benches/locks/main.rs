@@ -28,12 +28,12 @@ use lock_bench::scenarios::{
     HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
     uncontended, watchdog_scale,
 };
-use lock_bench::server::Admin;
+use lock_bench::server::{self, Admin};
 use lock_bench::setup::{self, REDLOCK_MASTERS, Setup};
 use lock_bench::targets::{self, RoundTrips, pool_name};
 use lock_bench::{BenchResult, Contender, Plan, Results, RunResult, Stat, chart, ratios, report};
 use lock_runtime::LockConfig;
-use lock_tests::RedisServer;
+use lock_servers::RedisServer;
 use rslock_contender::RslockContender;
 use serde_json::json;
 
@@ -79,7 +79,9 @@ fn run() -> BenchResult<()> {
             // quarantine, whose uptime check a new master's grants pay for.
             let started = match setup {
                 Setup::Single => vec![RedisServer::start()],
-                Setup::Redlock { masters } => lock_tests::fixtures::settled_masters(masters),
+                Setup::Redlock { masters } => {
+                    (0..masters).map(|_| server::settled_master()).collect()
+                }
             };
             (setup, started)
         })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::ConnectionLike;
 
-use crate::sys;
+use crate::process as sys;
 
 /// How many fresh ports [`RedisServer::start_with`] tries before giving up.
 const START_ATTEMPTS: usize = 5;
@@ -491,11 +491,10 @@ impl Drop for RedisServer {
     }
 }
 
-/// Finds a port that is free right now by letting the kernel pick one. It
-/// is released at once, so it can be taken before the server binds it;
-/// `start_with` retries in that case.
-/// A port nothing listens on right now (the OS's pick), for a server to take.
-pub(crate) fn free_port() -> u16 {
+/// A port nothing listens on right now (the OS's pick), for a server to
+/// take. It is released at once, so another process can take it before the
+/// server binds it; `start_with` retries in that case.
+pub fn free_port() -> u16 {
     let listener =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0 to find a free port");
     listener
