@@ -33,6 +33,10 @@ pub(crate) struct SingleBackend {
     manager_config: ConnectionManagerConfig,
     /// Upper bound of one call: reconnecting plus waiting for the answer.
     call_bound: Duration,
+    /// Whether [`Self::call_bound`] is enforced here: not for a Redlock
+    /// master, whose every call its round bounds already (a tighter bound,
+    /// and one timer per call instead of two).
+    bounds_calls: bool,
 }
 
 impl SingleBackend {
@@ -64,7 +68,29 @@ impl SingleBackend {
             blocking: (0..config.pool_size).map(|_| OnceCell::new()).collect(),
             manager_config,
             call_bound: config.call_bound(),
+            bounds_calls: true,
         })
+    }
+
+    /// This server as a Redlock master: its caller bounds every call.
+    pub(crate) fn bounded_by_caller(self) -> Self {
+        Self {
+            bounds_calls: false,
+            ..self
+        }
+    }
+
+    /// `call` within the call bound, unless the caller bounds it.
+    async fn within<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, LockError> {
+        if self.bounds_calls {
+            bounded(self.call_bound, what, call).await
+        } else {
+            Ok(call.await?)
+        }
     }
 
     /// The next pooled connection, round-robin. Callers keep the index when
@@ -78,14 +104,16 @@ impl SingleBackend {
         ReleaseFeed::PubSub(ClientSource::fixed(self.client.clone()))
     }
 
-    /// Runs `call` on `route`'s connection, within the call bound.
+    /// Runs `call` on `route`'s connection, within the call bound (see
+    /// [`Self::bounded_by_caller`]).
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         route: Route,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        bounded(self.call_bound, "a lock script", call.run(&mut connection)).await
+        self.within("a lock script", call.run(&mut connection))
+            .await
     }
 
     /// Runs the pipeline `pipe` on `route`'s connection, within the
@@ -96,12 +124,8 @@ impl SingleBackend {
         pipe: &redis::Pipeline,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        bounded(
-            self.call_bound,
-            "a lock pipeline",
-            pipe.query_async(&mut connection),
-        )
-        .await
+        self.within("a lock pipeline", pipe.query_async(&mut connection))
+            .await
     }
 
     /// Runs `call`, then `WAIT`s for `ack` on the same blocking connection
@@ -131,12 +155,8 @@ impl SingleBackend {
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.renewals.clone();
-        bounded(
-            self.call_bound,
-            "a renewal script",
-            call.run(&mut connection),
-        )
-        .await
+        self.within("a renewal script", call.run(&mut connection))
+            .await
     }
 
     /// Runs a batch script over all of `entries` in one call, on the
