@@ -107,17 +107,22 @@ pub(crate) fn counted_fence_of(
 mod tests {
     use super::*;
 
+    /// The words a pipeline sends, in order; never in `MULTI`/`EXEC`.
+    fn sent_words(pipe: &redis::Pipeline) -> Vec<String> {
+        assert!(!pipe.is_transaction());
+        String::from_utf8(pipe.get_packed_pipeline())
+            .unwrap()
+            .split("\r\n")
+            .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
+            .map(str::to_owned)
+            .collect()
+    }
+
     #[test]
     fn the_pipeline_is_set_nx_then_time() {
         let pipe = take_if_free("lock:{a}", "web/00", 1500);
-        assert!(!pipe.is_transaction());
-        let sent = String::from_utf8(pipe.get_packed_pipeline()).unwrap();
-        let words: Vec<&str> = sent
-            .split("\r\n")
-            .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
-            .collect();
         assert_eq!(
-            words,
+            sent_words(&pipe),
             ["SET", "lock:{a}", "web/00", "NX", "PX", "1500", "TIME"]
         );
     }
@@ -138,14 +143,8 @@ mod tests {
             "lock:fence-counter",
             "lock:up-for",
         );
-        assert!(!pipe.is_transaction());
-        let sent = String::from_utf8(pipe.get_packed_pipeline()).unwrap();
-        let words: Vec<&str> = sent
-            .split("\r\n")
-            .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
-            .collect();
         assert_eq!(
-            words,
+            sent_words(&pipe),
             [
                 "SET",
                 "lock:{a}",
