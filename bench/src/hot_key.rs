@@ -68,19 +68,23 @@ impl Way {
 
     /// Tries sent to the server per deduction: acquire attempts for a lock
     /// (every `SET NX` or script beyond what each deduction needs anyway),
-    /// transactions for `watch_multi`.
-    pub fn attempts(self, cost: &ServerCounters, ops: u64) -> f64 {
-        let ops_f = ops.max(1) as f64;
+    /// transactions for `watch_multi`. Counted over the whole run, so
+    /// every write is a stock `SET`, finished after the deadline or not.
+    pub fn attempts(self, cost: &ServerCounters, report: &WorkerReport) -> f64 {
+        let ops_f = report.ops.max(1) as f64;
         let tries = match self {
-            // Each deduction writes the stock (a `SET`) and ends its hold
-            // with a release (a script and a `DEL`) or a pass to the next
-            // buyer (a script and a `SET`, which is that buyer's grant, no
-            // try). Every try is one `SET`: a plain `SET NX`, or the one
-            // an acquire script starts with. So the `SET`s and `DEL`s
-            // beyond two per deduction are the tries.
-            Way::Project => (cost.sets + cost.dels).saturating_sub(2 * ops),
+            // Each deduction writes the stock (a `SET`); a hold that ends
+            // on the server ends with a release (a script and a `DEL`) or
+            // a pass to the next buyer (a script and a `SET`, which is that
+            // buyer's grant, no try); a pass in process sends nothing.
+            // Every try is one `SET`: a plain `SET NX`, or the one an
+            // acquire script starts with. So the `SET`s and `DEL`s beyond
+            // the writes and the ends on the server are the tries.
+            Way::Project => (cost.sets + cost.dels)
+                .saturating_sub(report.writes)
+                .saturating_sub(report.server_ends),
             // Each deduction: one stock `SET`, the rest `SET NX` tries.
-            Way::Rslock | Way::SetnxSpin => cost.sets.saturating_sub(ops),
+            Way::Rslock | Way::SetnxSpin => cost.sets.saturating_sub(report.writes),
             Way::WatchMulti => cost.execs,
         };
         tries as f64 / ops_f
@@ -147,6 +151,10 @@ pub struct WorkerReport {
     pub errors: u64,
     /// The critical section of each deduction counted in `ops`.
     pub sections: Vec<Section>,
+    /// Holds of the project's lock that ended on the server (a release,
+    /// or a pass by the server), from the locker's counters: the rest
+    /// were passed in process.
+    pub server_ends: u64,
 }
 
 impl WorkerReport {
@@ -160,6 +168,7 @@ impl WorkerReport {
                 "waits_us": self.waits_us,
                 "body_us": self.body_us,
                 "errors": self.errors,
+                "server_ends": self.server_ends,
                 "sections_us": self
                     .sections
                     .iter()
@@ -185,6 +194,7 @@ impl WorkerReport {
                 .unwrap_or_default(),
             body_us: number("body_us"),
             errors: number("errors"),
+            server_ends: number("server_ends"),
             sections: value["sections_us"]
                 .as_array()
                 .map(|all| {
@@ -216,6 +226,7 @@ impl WorkerReport {
         self.waits_us.extend(other.waits_us);
         self.body_us += other.body_us;
         self.errors += other.errors;
+        self.server_ends += other.server_ends;
         self.sections.extend(other.sections);
     }
 }
@@ -278,7 +289,7 @@ impl Row {
             wait_max_us: waits.quantile_us(1.0),
             redis_cmds_per_op: cost.commands as f64 / ops,
             redis_cpu_us_per_op: cost.cpu_s * 1e6 / ops,
-            attempts_per_op: way.attempts(cost, report.ops),
+            attempts_per_op: way.attempts(cost, report),
             oversold: i64::try_from(report.writes).unwrap_or(i64::MAX)
                 - i64::try_from(sold).unwrap_or(i64::MAX),
             errors: report.errors,
@@ -408,6 +419,7 @@ mod tests {
             waits_us: vec![1, 2, 3],
             body_us: 3_300,
             errors: 0,
+            server_ends: 2,
             sections: vec![Section {
                 start_us: 10,
                 end_us: 20,
@@ -416,6 +428,7 @@ mod tests {
         };
         let mut back = WorkerReport::parse(&report.to_line()).unwrap();
         assert_eq!((back.ops, &back.waits_us), (3, &vec![1, 2, 3]));
+        assert_eq!(back.server_ends, 2);
         back.set_worker(1);
         assert_eq!(
             back.sections,
@@ -437,10 +450,17 @@ mod tests {
             execs: 120,
             cpu_s: 0.0,
         };
-        // 100 stock writes; 50 releases (DEL) and 50 passes (SET); the
-        // other 150 `SET`s are tries.
-        assert_eq!(Way::Project.attempts(&cost, 100), 1.5);
-        assert_eq!(Way::SetnxSpin.attempts(&cost, 100), 2.0);
-        assert_eq!(Way::WatchMulti.attempts(&cost, 100), 1.2);
+        // 100 stock writes; 20 releases (DEL) and 30 passes by the server
+        // (SET), the other passes in process; the other 200 `SET`s and
+        // `DEL`s are tries.
+        let report = WorkerReport {
+            ops: 100,
+            writes: 100,
+            server_ends: 50,
+            ..WorkerReport::default()
+        };
+        assert_eq!(Way::Project.attempts(&cost, &report), 2.0);
+        assert_eq!(Way::SetnxSpin.attempts(&cost, &report), 2.0);
+        assert_eq!(Way::WatchMulti.attempts(&cost, &report), 1.2);
     }
 }

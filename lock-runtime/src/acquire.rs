@@ -36,7 +36,7 @@ use crate::core::Core;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::keys::LockKeys;
-use crate::lease::{Grant, Lease};
+use crate::lease::{FenceBasis, Grant, Lease};
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::stats::Counters;
 use crate::token::OwnerToken;
@@ -150,7 +150,8 @@ impl<'a> Attempt<'a> {
             let pttl = match reply {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
-                        return Ok(self.grant(fence, sent_at, started, contended, false));
+                        let won = Won::from_server(fence, sent_at);
+                        return Ok(self.grant(won, started, contended, false));
                     }
                     // The answer came after the lease could have run out, so
                     // the lock may already be someone else's: give it back,
@@ -301,18 +302,29 @@ impl<'a> Attempt<'a> {
     /// gives any other back first.
     async fn take_handover(&mut self, started: Instant) -> Option<LockGuard> {
         let handover = self.turn.as_mut()?.take_handover()?;
-        let fits = handover.ttl == self.plan.ttl && self.plan.replicas.is_none();
-        if !fits
-            || validity::validity_end(handover.sent_at, handover.ttl) <= self.core.clock().now()
-        {
+        // A hold continued in process keeps its lease only while renewed.
+        let fits = handover.ttl == self.plan.ttl
+            && self.plan.replicas.is_none()
+            && (self.plan.renews || !handover.in_process);
+        let now = self.core.clock().now();
+        if !fits || validity::validity_end(handover.sent_at, handover.ttl) <= now {
             handover.give_back().await;
             return None;
         }
         self.token = handover.token.clone();
         self.route = handover.route;
-        let (fence, sent_at) = (handover.fence, handover.sent_at);
+        let won = Won {
+            fence: handover.fence,
+            sent_at: handover.sent_at,
+            granted_at: if handover.in_process {
+                now
+            } else {
+                handover.sent_at
+            },
+            fence_basis: handover.fence_basis,
+        };
         handover.taken();
-        Some(self.grant(fence, sent_at, started, true, true))
+        Some(self.grant(won, started, true, true))
     }
 
     /// Has the line subscribed to the lock's release channel unless it
@@ -380,14 +392,13 @@ impl<'a> Attempt<'a> {
 
     /// The lock is ours, granted by the server or `passed` by the last
     /// holder in this locker's line.
-    fn grant(
-        &mut self,
-        fence: u64,
-        sent_at: Instant,
-        started: Instant,
-        contended: bool,
-        passed: bool,
-    ) -> LockGuard {
+    fn grant(&mut self, won: Won, started: Instant, contended: bool, passed: bool) -> LockGuard {
+        let Won {
+            fence,
+            sent_at,
+            granted_at,
+            fence_basis,
+        } = won;
         self.armed = false;
         let core = self.core;
         let counters = &core.counters;
@@ -404,6 +415,8 @@ impl<'a> Attempt<'a> {
             ttl: self.plan.ttl,
             route: Route::pooled(self.route.conn),
             sent_at,
+            granted_at,
+            fence_basis,
             clock: core.clock(),
             max_hold: self.plan.max_hold,
             template: self.plan.template,
@@ -449,6 +462,28 @@ impl Drop for Attempt<'_> {
                 tracing::debug!(key = keys.name(), error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
             }
         });
+    }
+}
+
+/// What a won lock starts from (see [`Grant`]).
+struct Won {
+    fence: u64,
+    /// When the request its validity counts from was sent.
+    sent_at: Instant,
+    /// When this holder's hold began.
+    granted_at: Instant,
+    fence_basis: FenceBasis,
+}
+
+impl Won {
+    /// A grant the server just answered to a request sent at `sent_at`.
+    fn from_server(fence: u64, sent_at: Instant) -> Self {
+        Self {
+            fence,
+            sent_at,
+            granted_at: sent_at,
+            fence_basis: FenceBasis::issued_now(fence),
+        }
     }
 }
 

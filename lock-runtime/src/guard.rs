@@ -117,8 +117,11 @@ impl LockGuard {
 
     /// Releases the lock: deletes the key only if it is still ours and
     /// wakes the waiters, or, when another task of this locker waits for
-    /// the same key, passes it to that task in one step (a fresh owner
-    /// token and a higher fence for it; the key is never free in between).
+    /// the same key, passes it to that task (a higher fence for it; the key
+    /// is never free in between). Most passes need no server call (see
+    /// [`LockerStats::handovers_in_process`](crate::LockerStats)): the
+    /// next task continues this hold, and learns of a loss the holder did
+    /// not know of yet from the watchdog, as this holder would have.
     /// `Ok(false)` means it was no longer ours (lost, or expired), so
     /// nothing was deleted or passed.
     ///
@@ -166,6 +169,17 @@ async fn let_go(
     if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
         && let Backend::Node(node) = &core.backend
     {
+        if turn.may_pass_in_process()
+            && let Some(handover) =
+                Handover::in_process(lease, &core.backend, &core.host, core.clock().now())
+        {
+            turn.pass(handover, None);
+            Counters::bump(&core.counters.released);
+            Counters::bump(&core.counters.handovers);
+            Counters::bump(&core.counters.handovers_in_process);
+            telemetry::handed_over(lease.template);
+            return Ok(true);
+        }
         let mut handover = Handover::prepare(
             &lease.keys,
             &core.backend,
@@ -185,8 +199,8 @@ async fn let_go(
         };
         match exclusive::pass(node, &pass).await {
             Ok(Passed::To { fence, marked }) => {
-                handover.fence = fence;
-                turn.pass(handover, marked);
+                handover.passed(fence);
+                turn.pass(handover, Some(marked));
                 Counters::bump(&core.counters.released);
                 Counters::bump(&core.counters.handovers);
                 telemetry::handed_over(lease.template);

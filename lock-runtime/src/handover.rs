@@ -14,6 +14,27 @@
 //! that was no longer the holder's is not passed, and the next in line
 //! takes it the usual way.
 //!
+//! # In process, without the server
+//! Most passes need no server call at all. The lock stays on the server
+//! under the holder's token, and the taker continues the same hold: the
+//! same token and lease (renewed by the watchdog as before), and the
+//! giver's fence plus one. That fence is safe without the server's clock
+//! while it stays below it: a fence from one node is at most the node's
+//! clock in µs when issued, so a pass may raise it by one as long as at
+//! least two µs passed since the server last issued one for this hold
+//! (see [`FenceBasis`](crate::lease::FenceBasis)); every later grant by
+//! the server is then still higher. A pass in process also needs a lease
+//! the giver still trusts for at least half its ttl, and a taker that
+//! renews it. After [`PASSES_IN_PROCESS_IN_A_ROW`] of them, or when any
+//! of this does not hold, the next pass goes through the server, which
+//! refreshes the lease, issues a fence from its clock and says whether
+//! someone outside the locker waits (the giver cannot see that alone).
+//!
+//! A pass in process frees nothing and checks nothing on the server: if
+//! the key was lost without the holder knowing yet (deleted by someone
+//! else, a failover), the taker learns it as the giver would have, from
+//! the watchdog's next renewal, within its lease's validity.
+//!
 //! # Fair to the other processes
 //! While nobody outside the locker waits, a lock is passed as long as the
 //! line has someone. Once someone else marked it (a busy try, see the
@@ -37,11 +58,16 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, Route};
 use crate::host::Host;
 use crate::keys::LockKeys;
+use crate::lease::{FenceBasis, Lease, LeaseState};
 use crate::primitive::exclusive;
 use crate::token::OwnerToken;
 
 /// Passes in a row while someone outside the locker waits for the lock.
 pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
+
+/// Passes in process in a row before one goes through the server (to
+/// learn whether someone outside the locker waits, and for a fresh fence).
+pub(crate) const PASSES_IN_PROCESS_IN_A_ROW: u32 = PASSES_WHILE_OTHERS_WAIT;
 
 /// A lock passed to the next task in line, until that task takes it.
 pub(crate) struct Handover {
@@ -53,8 +79,14 @@ pub(crate) struct Handover {
     pub(crate) ttl: Duration,
     /// Where the pass ran; the taker's release goes the same way.
     pub(crate) route: Route,
-    /// When the pass was sent: the taker's lease starts then.
+    /// When the request the taker's validity counts from was sent: the
+    /// pass, or in process the hold's last confirmed renewal.
     pub(crate) sent_at: Instant,
+    /// The last fence the server issued: `fence` itself, or in process
+    /// the hold's.
+    pub(crate) fence_basis: FenceBasis,
+    /// Passed without a server call: the taker continues the giver's hold.
+    pub(crate) in_process: bool,
     undo: Option<Undo>,
 }
 
@@ -83,12 +115,54 @@ impl Handover {
             ttl,
             route,
             sent_at,
+            fence_basis: FenceBasis::issued_now(0),
+            in_process: false,
             undo: Some(Undo {
                 keys: keys.clone(),
                 backend: backend.clone(),
                 host: host.clone(),
             }),
         }
+    }
+
+    /// The server answered a pass with `fence`.
+    pub(crate) fn passed(&mut self, fence: u64) {
+        self.fence = fence;
+        self.fence_basis = FenceBasis::issued_now(fence);
+    }
+
+    /// `giver`'s hold, passed in process if it may be (see the module
+    /// docs): at least half its lease left, and room for one more fence.
+    /// Until it is taken, its drop releases the lock.
+    pub(crate) fn in_process(
+        giver: &Lease,
+        backend: &Backend,
+        host: &Host,
+        now: Instant,
+    ) -> Option<Self> {
+        // Released by its holder, not lost.
+        if giver.state() != LeaseState::Released {
+            return None;
+        }
+        let left = giver.valid_until().saturating_duration_since(now);
+        if left < giver.ttl / 2 {
+            return None;
+        }
+        let fence = giver.fence_basis.next_after(giver.fence)?;
+        Some(Self {
+            token: giver.token.clone(),
+            fence,
+            ttl: giver.ttl,
+            route: giver.route,
+            sent_at: giver.confirmed_at(),
+            fence_basis: giver.fence_basis,
+            in_process: true,
+            undo: Some(Undo {
+                keys: giver.keys.clone(),
+                backend: backend.clone(),
+                host: host.clone(),
+            }),
+        })
     }
 
     /// The taker took the lock: nothing is left to undo.

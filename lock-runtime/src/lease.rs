@@ -33,8 +33,15 @@ pub(crate) struct Grant {
     /// The lease length sent to the server, in whole milliseconds.
     pub(crate) ttl: Duration,
     pub(crate) route: Route,
-    /// When the acquire request was sent, on `clock`.
+    /// When the request the validity counts from was sent, on `clock`:
+    /// the acquire, or (a lock passed in process) the hold's last
+    /// confirmed renewal.
     pub(crate) sent_at: Instant,
+    /// When this holder's hold began, on `clock` (`max_hold` counts from
+    /// here): `sent_at`, unless the lock was passed in process.
+    pub(crate) granted_at: Instant,
+    /// The last fence the server issued for this hold (see [`FenceBasis`]).
+    pub(crate) fence_basis: FenceBasis,
     pub(crate) clock: Clock,
     pub(crate) max_hold: Option<Duration>,
     /// The bounded name of the lock for metrics and traces.
@@ -61,10 +68,58 @@ pub(crate) struct Lease {
     /// renewals failing, its loss, its release) is recorded in it.
     pub(crate) span: tracing::Span,
     granted_at: Instant,
+    /// Where its fence came from: how far a pass in process may raise it.
+    pub(crate) fence_basis: FenceBasis,
     /// Lost because it reached `max_hold`.
     capped: AtomicBool,
     state: watch::Sender<LeaseState>,
-    valid_until: Mutex<Instant>,
+    validity: Mutex<Validity>,
+}
+
+/// The latest confirmation of a lease: its request's send, and until when
+/// it can be trusted.
+#[derive(Clone, Copy)]
+struct Validity {
+    sent_at: Instant,
+    until: Instant,
+}
+
+/// The last fence the server issued for a hold, and a moment after the
+/// server issued it, on the real monotonic clock (not the locker's, which
+/// tests may pause).
+///
+/// A fence from one node is at most that node's clock (`TIME`, in µs) at
+/// the moment it was issued (see [`crate::primitive::exclusive::scripts`]).
+/// A lock passed inside the process, without a server call, takes the
+/// giver's fence plus one; that stays at most the server's clock as long
+/// as a pass raises the fence by less than the µs that passed since the
+/// basis, so every later grant by the server, whose fence is its clock,
+/// is still higher. [`FenceBasis::next_after`] keeps a margin of two:
+/// it allows one µs of fence per two µs seen, whatever the rates of the
+/// two clocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FenceBasis {
+    fence: u64,
+    seen_at: Instant,
+}
+
+impl FenceBasis {
+    /// A fence the server just issued.
+    pub(crate) fn issued_now(fence: u64) -> Self {
+        Self {
+            fence,
+            seen_at: Instant::now(),
+        }
+    }
+
+    /// The fence after `fence` (the last one of this hold), when the
+    /// server's clock has surely passed it; `None` while it is too soon.
+    pub(crate) fn next_after(&self, fence: u64) -> Option<u64> {
+        let next = fence.checked_add(1)?;
+        let raised = u128::from(next.checked_sub(self.fence)?);
+        let room = self.seen_at.elapsed().as_micros() / 2;
+        (raised <= room).then_some(next)
+    }
 }
 
 impl Lease {
@@ -79,7 +134,10 @@ impl Lease {
         telemetry::granted(grant.template);
         Self {
             id: grant.id,
-            valid_until: Mutex::new(validity::validity_end(grant.sent_at, grant.ttl)),
+            validity: Mutex::new(Validity {
+                sent_at: grant.sent_at,
+                until: validity::validity_end(grant.sent_at, grant.ttl),
+            }),
             keys: grant.keys,
             token: grant.token,
             fence: grant.fence,
@@ -89,7 +147,8 @@ impl Lease {
             max_hold: grant.max_hold,
             template: grant.template,
             span,
-            granted_at: grant.sent_at,
+            granted_at: grant.granted_at,
+            fence_basis: grant.fence_basis,
             capped: AtomicBool::new(false),
             state: watch::Sender::new(LeaseState::Held),
         }
@@ -107,15 +166,34 @@ impl Lease {
 
     /// The instant after which the holder can no longer trust the lock.
     pub(crate) fn valid_until(&self) -> Instant {
-        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+        self.validity().until
+    }
+
+    /// When the request behind the current validity was sent.
+    pub(crate) fn confirmed_at(&self) -> Instant {
+        self.validity().sent_at
+    }
+
+    /// When this holder's hold began (see [`Grant::granted_at`]).
+    pub(crate) fn granted_at(&self) -> Instant {
+        self.granted_at
+    }
+
+    fn validity(&self) -> Validity {
+        *self.validity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A renewal sent at `sent_at` was confirmed; returns the new end.
     pub(crate) fn renewed(&self, sent_at: Instant) -> Instant {
         let end = validity::validity_end(sent_at, self.ttl);
-        let mut valid_until = self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
-        *valid_until = (*valid_until).max(end);
-        *valid_until
+        let mut validity = self.validity.lock().unwrap_or_else(|e| e.into_inner());
+        if end > validity.until {
+            *validity = Validity {
+                sent_at,
+                until: end,
+            };
+        }
+        validity.until
     }
 
     /// Moves a held lease to `to`; true when this call made the change.
@@ -169,6 +247,8 @@ mod tests {
             ttl: Duration::from_secs(1),
             route: Route::pooled(0),
             sent_at: Clock::Boot.now(),
+            granted_at: Clock::Boot.now(),
+            fence_basis: FenceBasis::issued_now(1),
             clock: Clock::Boot,
             max_hold: None,
             template: "k",
@@ -192,5 +272,33 @@ mod tests {
         let before = lease.valid_until();
         let earlier = before - Duration::from_secs(5);
         assert_eq!(lease.renewed(earlier), before);
+        assert!(lease.confirmed_at() < before - Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_renewal_moves_the_confirmation_with_the_validity() {
+        let lease = lease();
+        let later = lease.confirmed_at() + Duration::from_millis(300);
+        let end = lease.renewed(later);
+        assert_eq!(lease.confirmed_at(), later);
+        assert_eq!(lease.valid_until(), end);
+    }
+
+    #[test]
+    fn a_fence_raised_in_process_stays_behind_the_servers_clock() {
+        let basis = FenceBasis {
+            fence: 1_000,
+            seen_at: Instant::now() - Duration::from_secs(1),
+        };
+        // At least 1 s seen: room for at least 500 000 fences (and the room
+        // only grows), but not for 60 s worth.
+        assert_eq!(basis.next_after(1_000), Some(1_001));
+        assert_eq!(basis.next_after(500_999), Some(501_000));
+        assert_eq!(basis.next_after(30_001_000), None);
+        assert_eq!(basis.next_after(u64::MAX), None);
+        // A fence below the basis is not this hold's.
+        assert_eq!(basis.next_after(10), None);
+        let fresh = FenceBasis::issued_now(7);
+        assert_eq!(fresh.next_after(7), None, "no room the moment it is issued");
     }
 }

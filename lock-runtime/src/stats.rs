@@ -41,6 +41,10 @@ pub struct LockerStats {
     /// Of those, locks passed straight to the next task of this locker
     /// waiting for the same key, without being freed on the server.
     pub handovers: u64,
+    /// Of those, handovers made without a server call: the next task
+    /// continued the same hold, with the next fence (see
+    /// [`LockGuard::release`](crate::LockGuard::release)).
+    pub handovers_in_process: u64,
     /// Acquisitions asleep right now until a release message or their
     /// timer wakes them: a gauge, not a count. At most one per key and
     /// locker sleeps on the server's answer; this locker's other tasks
@@ -63,6 +67,7 @@ pub(crate) struct Counters {
     pub(crate) lost: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) handovers: AtomicU64,
+    pub(crate) handovers_in_process: AtomicU64,
     pub(crate) asleep: AtomicU64,
 }
 
@@ -88,6 +93,7 @@ impl Counters {
             lost: read(&self.lost),
             released: read(&self.released),
             handovers: read(&self.handovers),
+            handovers_in_process: read(&self.handovers_in_process),
             asleep: read(&self.asleep),
         }
     }

@@ -518,8 +518,9 @@ mod behaviours {
     }
 
     /// Tasks of one locker take turns on a key; a holder with someone in
-    /// line passes the lock (one step on the server, a fresh token and a
-    /// higher fence) instead of releasing it.
+    /// line passes the lock (in process: the same hold with the next fence;
+    /// at least every ninth in a row on the server: a fresh token and a
+    /// fence from its clock) instead of releasing it.
     pub async fn the_next_task_in_line_is_handed_the_lock(site: &Site) {
         const TASKS: usize = 4;
         const ROUNDS: usize = 10;
@@ -554,6 +555,14 @@ mod behaviours {
         assert_eq!(stats.acquired, (TASKS * ROUNDS) as u64, "{stats:?}");
         assert_eq!(stats.released, (TASKS * ROUNDS) as u64, "{stats:?}");
         assert!(stats.handovers > 0, "nobody was handed the lock: {stats:?}");
+        // Each run of passes in process follows a grant or a pass by the
+        // server, and is at most 8 long.
+        let by_server =
+            (stats.acquired - stats.handovers) + (stats.handovers - stats.handovers_in_process);
+        assert!(
+            stats.handovers_in_process <= 8 * by_server,
+            "at most 8 passes in a row without the server: {stats:?}"
+        );
         // The last holder had nobody in line: it released, nothing is left.
         eventually("the lock is gone", STALL_ROOM, || !site.exists("r")).await;
         assert!(locker.inspect("r").await.unwrap().holder.is_none());

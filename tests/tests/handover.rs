@@ -35,11 +35,16 @@ async fn queue(
 }
 
 #[tokio::test]
-async fn a_lock_that_is_no_longer_ours_is_not_passed() {
+async fn a_lock_that_is_no_longer_ours_is_not_passed_through_the_server() {
     let server = RedisServer::start();
     let (ours, theirs) = (locker(&server.url()).await, locker(&server.url()).await);
-    let guard = take(&ours, "gone", STALL_PROOF_TTL).await;
+    // Not renewed, and held past half its lease: too little left to pass
+    // in process, so the pass goes through the server.
+    let request = ours.lock("gone").ttl(STALL_PROOF_TTL).wait(FOREVER);
+    let request = request.watchdog(false);
+    let guard = request.acquire().await.unwrap();
     let next = queue(&ours, "gone", STALL_PROOF_TTL).await;
+    tokio::time::sleep(STALL_PROOF_TTL / 2).await;
     // An operator frees the lock and another locker takes it.
     assert!(theirs.force_unlock("gone").await.unwrap());
     let other = theirs.lock("gone").try_acquire().await.unwrap().unwrap();
@@ -59,6 +64,92 @@ async fn a_lock_that_is_no_longer_ours_is_not_passed() {
     assert!(next.fence() > other_fence);
     assert_eq!(ours.stats().handovers, 0);
     assert!(next.release().await.unwrap());
+}
+
+/// A pass in process checks nothing on the server: a lock lost without
+/// its holder knowing yet goes on to the next in line, which is told at
+/// the watchdog's next renewal, as the holder would have been, and whose
+/// fence is below the new owner's, so a fenced resource refuses it.
+#[tokio::test]
+async fn a_lock_lost_unknowingly_and_passed_in_process_is_reported_lost_to_the_taker() {
+    let server = RedisServer::start();
+    let (ours, theirs) = (locker(&server.url()).await, locker(&server.url()).await);
+    let guard = take(&ours, "gone", STALL_PROOF_TTL).await;
+    let next = queue(&ours, "gone", STALL_PROOF_TTL).await;
+    // Room for the next fence: two µs per fence since the grant.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(theirs.force_unlock("gone").await.unwrap());
+    let other = theirs.lock("gone").try_acquire().await.unwrap().unwrap();
+    let given_fence = guard.fence();
+    assert!(guard.release().await.unwrap(), "ours as far as we knew");
+    let stats = ours.stats();
+    assert_eq!((stats.handovers, stats.handovers_in_process), (1, 1));
+    let next = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next in line was handed the lock")
+        .unwrap();
+    assert_eq!(next.fence(), given_fence + 1, "the hold's next fence");
+    assert!(
+        next.fence() < other.fence(),
+        "the new owner's fence is higher"
+    );
+    tokio::time::timeout(STALL_PROOF_TTL, next.lost())
+        .await
+        .expect("told within the lease it was handed");
+    assert!(!next.release().await.unwrap(), "not ours");
+    assert!(
+        other.release().await.unwrap(),
+        "the new owner's lock was left alone"
+    );
+}
+
+/// A line that keeps a lock busy passes it in process, and sends every
+/// ninth pass in a row through the server, which renews the lease and
+/// issues a fence from its clock.
+#[tokio::test]
+async fn passes_in_process_continue_the_hold_and_every_ninth_goes_through_the_server() {
+    const GRANTS: usize = 20;
+    // Long enough that half of it outlasts the whole run, stalls included.
+    const TTL: Duration = Duration::from_secs(8);
+    let server = RedisServer::start();
+    let ours = locker(&server.url()).await;
+    let first = take(&ours, "chain", TTL).await;
+    let fences = Arc::new(std::sync::Mutex::new(vec![first.fence()]));
+    let mut line = Vec::new();
+    for _ in 1..GRANTS {
+        let (ours, fences) = (ours.clone(), fences.clone());
+        line.push(tokio::spawn(async move {
+            let guard = take(&ours, "chain", TTL).await;
+            fences.lock().unwrap().push(guard.fence());
+            // Held for a while: the fence may rise by one per two µs.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert!(guard.release().await.unwrap());
+        }));
+        // On this one-thread runtime, the task reaches its place in line.
+        tokio::task::yield_now().await;
+    }
+    assert!(first.release().await.unwrap());
+    for task in line {
+        task.await.unwrap();
+    }
+    let fences = fences.lock().unwrap().clone();
+    let stats = ours.stats();
+    assert_eq!(stats.handovers, (GRANTS - 1) as u64, "{stats:?}");
+    // Passes 1-8 in process, 9 on the server, 10-17 in process, 18 on
+    // the server, 19 in process.
+    assert_eq!(stats.handovers_in_process, 17, "{stats:?}");
+    for (n, pair) in fences.windows(2).enumerate() {
+        let pass = n + 1;
+        if pass % 9 == 0 {
+            assert!(
+                pair[1] > pair[0] + 1,
+                "pass {pass} by the server: {fences:?}"
+            );
+        } else {
+            assert_eq!(pair[1], pair[0] + 1, "pass {pass} in process: {fences:?}");
+        }
+    }
+    assert!(get(&server, &lock_key("chain")).is_none(), "nothing left");
 }
 
 #[tokio::test]

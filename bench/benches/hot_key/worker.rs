@@ -256,6 +256,10 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
         task.await?;
     }
 
-    let report = report.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut report = report.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if args.way == Way::Project {
+        let stats = lock_runtime::global()?.stats();
+        report.server_ends = stats.released.saturating_sub(stats.handovers_in_process);
+    }
     Ok(report)
 }

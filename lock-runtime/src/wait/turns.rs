@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use super::waiters::Subscription;
-use crate::handover::{Handover, PASSES_WHILE_OTHERS_WAIT};
+use crate::handover::{Handover, PASSES_IN_PROCESS_IN_A_ROW, PASSES_WHILE_OTHERS_WAIT};
 
 /// Every key this locker's tasks queue for.
 #[derive(Default)]
@@ -51,6 +51,8 @@ pub(crate) struct Listening {
     handover: Option<Handover>,
     /// Passes in a row since the line last took the lock from the server.
     passes: u32,
+    /// Of those, the last ones in a row made without a server call.
+    passes_in_process: u32,
     /// Whether someone outside the locker waited, at the last pass.
     marked: bool,
     /// The last holder released the lock after the line's share, for
@@ -94,6 +96,7 @@ impl Turn {
     pub(crate) fn granted(&mut self, passed: bool) {
         if !passed {
             self.listening.passes = 0;
+            self.listening.passes_in_process = 0;
             self.listening.marked = false;
         }
         if self.members() <= 1 {
@@ -113,6 +116,13 @@ impl Turn {
             && !(self.listening.marked && self.listening.passes >= PASSES_WHILE_OTHERS_WAIT)
     }
 
+    /// Whether the next pass may be made in process (see
+    /// [`crate::handover`]): the line has not made its share of those in
+    /// a row since the server last saw the lock.
+    pub(crate) fn may_pass_in_process(&self) -> bool {
+        self.listening.passes_in_process < PASSES_IN_PROCESS_IN_A_ROW
+    }
+
     /// The holder released the lock rather than passing it: when that was
     /// because the line had its share while others wait, the next in line
     /// will let them take it first (see [`Self::take_yield`]).
@@ -129,10 +139,20 @@ impl Turn {
     }
 
     /// The lock was passed: the next to take the turn finds `handover`.
-    pub(crate) fn pass(&mut self, handover: Handover, marked: bool) {
-        self.listening.handover = Some(handover);
-        self.listening.passes += 1;
-        self.listening.marked = marked;
+    /// `marked` is what the server said of waiters outside the locker; a
+    /// pass in process (`None`) learnt nothing new.
+    pub(crate) fn pass(&mut self, handover: Handover, marked: Option<bool>) {
+        let listening = &mut *self.listening;
+        if handover.in_process {
+            listening.passes_in_process += 1;
+        } else {
+            listening.passes_in_process = 0;
+        }
+        listening.handover = Some(handover);
+        listening.passes += 1;
+        if let Some(marked) = marked {
+            listening.marked = marked;
+        }
     }
 
     /// The lock the last holder passed to this turn, if it did.

@@ -80,7 +80,12 @@ impl Schedule {
             self.renewals.insert((due, id));
         }
         self.expiries.insert((valid_until, id));
-        let cap_at = lease.max_hold.map(|cap| sent_at + cap);
+        // The cap counts from the holder's own start: a lock passed in
+        // process is watched from its hold's last renewal, but capped from
+        // when the taker got it.
+        let cap_at = lease
+            .max_hold
+            .map(|cap| sent_at.max(lease.granted_at()) + cap);
         if let Some(cap_at) = cap_at {
             self.caps.insert((cap_at, id));
         }
@@ -325,6 +330,8 @@ mod tests {
             ttl,
             route: Route::pooled(0),
             sent_at,
+            granted_at: sent_at,
+            fence_basis: crate::lease::FenceBasis::issued_now(id),
             clock: crate::clock::Clock::Boot,
             max_hold,
             template: "k",

@@ -27,9 +27,12 @@
 //! between, but it comes a client round trip after the giver's grant, so
 //! it reads a later clock too; it also answers at least the giver's fence
 //! plus one, so even a clock that stepped back cannot repeat a fence from
-//! owner to owner. Fences rise per key with no counter to
-//! keep, lose, evict or restart, as long as the server's clock does not
-//! step back by more than the time between two grants of the key. The
+//! owner to owner. A pass in process (no script, see [`crate::handover`])
+//! answers the giver's fence plus one only while that stays at most the
+//! clock, so the next grant by the server still reads a higher one. Fences
+//! rise per key with no counter to keep, lose, evict or restart, as long
+//! as the server's clock does not step back by more than half the time
+//! between two grants of the key. The
 //! value is about 1.8e15: exact in Lua's doubles (below 2^53) and in a
 //! `u64`. It is built from the decimal digits `TIME` gave (never through
 //! Lua's `tostring`, which would print `1.8e+15`).
