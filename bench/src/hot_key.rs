@@ -147,6 +147,8 @@ pub struct WorkerReport {
     pub waits_us: Vec<u64>,
     /// Time inside the critical section (read, work, write), summed, µs.
     pub body_us: u64,
+    /// Of that, time in the work (a 1 ms tokio sleep), summed, µs.
+    pub work_us: u64,
     /// Deductions that failed (an error, not a busy lock).
     pub errors: u64,
     /// The critical section of each deduction counted in `ops`.
@@ -167,6 +169,7 @@ impl WorkerReport {
                 "writes": self.writes,
                 "waits_us": self.waits_us,
                 "body_us": self.body_us,
+                "work_us": self.work_us,
                 "errors": self.errors,
                 "server_ends": self.server_ends,
                 "sections_us": self
@@ -193,6 +196,7 @@ impl WorkerReport {
                 .map(|all| all.iter().filter_map(Value::as_u64).collect())
                 .unwrap_or_default(),
             body_us: number("body_us"),
+            work_us: number("work_us"),
             errors: number("errors"),
             server_ends: number("server_ends"),
             sections: value["sections_us"]
@@ -225,6 +229,7 @@ impl WorkerReport {
         self.writes += other.writes;
         self.waits_us.extend(other.waits_us);
         self.body_us += other.body_us;
+        self.work_us += other.work_us;
         self.errors += other.errors;
         self.server_ends += other.server_ends;
         self.sections.extend(other.sections);
@@ -259,6 +264,10 @@ pub struct Row {
     pub errors: u64,
     /// Mean time inside the critical section, µs.
     pub body_us: f64,
+    /// Of that, the mean time of the work, µs: a 1 ms sleep that tokio's
+    /// timer ends on a tick, so it varies from row to row with the phase
+    /// a critical section starts at, not with the lock.
+    pub work_us: f64,
     /// Hand-over gaps between critical sections (lock rows only).
     pub gaps: Option<Gaps>,
 }
@@ -294,6 +303,7 @@ impl Row {
                 - i64::try_from(sold).unwrap_or(i64::MAX),
             errors: report.errors,
             body_us: report.body_us as f64 / ops,
+            work_us: report.work_us as f64 / ops,
             gaps: gaps(report.sections.clone()),
         }
     }
@@ -314,6 +324,7 @@ impl Row {
                 "oversold": self.oversold,
                 "errors": self.errors,
                 "body_us": self.body_us,
+                "work_us": self.work_us,
                 "handover_gap_within_process_p50_us": self.gaps.and_then(|g| g.within_p50_us),
                 "handover_gap_across_processes_p50_us": self.gaps.and_then(|g| g.across_p50_us),
                 "handovers_across_processes_share": self.gaps.map(|g| g.across_share),
@@ -418,6 +429,7 @@ mod tests {
             writes: 4,
             waits_us: vec![1, 2, 3],
             body_us: 3_300,
+            work_us: 3_000,
             errors: 0,
             server_ends: 2,
             sections: vec![Section {

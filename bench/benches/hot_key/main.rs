@@ -237,9 +237,9 @@ async fn idle_handoff_us(url: &str) -> BenchResult<f64> {
 
 fn print(rows: &[Row], bound: f64) {
     println!(
-        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold | gap µs: within / across (share across) |"
+        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold | body µs (of it the 1 ms work) | gap µs: within / across (share across) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let us = |median: Option<f64>| median.map_or("–".to_owned(), |us| format!("{us:.0}"));
         let gaps = row.gaps.map_or("–".to_owned(), |g| {
@@ -251,7 +251,7 @@ fn print(rows: &[Row], bound: f64) {
             )
         });
         println!(
-            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {gaps} |",
+            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {:.0} ({:.0}) | {gaps} |",
             row.buyers,
             row.way.name(),
             row.ops_per_s,
@@ -263,6 +263,8 @@ fn print(rows: &[Row], bound: f64) {
             row.redis_cpu_us_per_op,
             row.attempts_per_op,
             row.oversold,
+            row.body_us,
+            row.work_us,
         );
     }
     println!("\nbound: {bound:.0} deductions/s (one deduction's own time plus one idle handoff)\n");

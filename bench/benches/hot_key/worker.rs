@@ -52,6 +52,9 @@ const ATTEMPT_BOUND: Duration = Duration::from_secs(60);
 struct Deduction {
     entered: Instant,
     body: Duration,
+    /// Of the body, the payment (`WORK` asked for; the runtime's timer
+    /// decides how long it really lasts).
+    work: Duration,
     section: Section,
 }
 
@@ -64,16 +67,26 @@ fn epoch_us() -> u64 {
         })
 }
 
+/// The payment: a sleep of `WORK`, which tokio's timer (1 ms ticks) ends
+/// at a tick, so it lasts more than `WORK`, by how much depending on when
+/// it began and how busy the runtime is; returns how long it took.
+async fn pay() -> Duration {
+    let started = Instant::now();
+    tokio::time::sleep(WORK).await;
+    started.elapsed()
+}
+
 /// The critical section: read, pay, write.
 async fn read_pay_write(data: &MultiplexedConnection) -> Result<Deduction, BuyError> {
     let (entered, start_us) = (Instant::now(), epoch_us());
     let mut conn = data.clone();
     let left: u64 = conn.get(STOCK_KEY).await?;
-    tokio::time::sleep(WORK).await;
+    let work = pay().await;
     let () = conn.set(STOCK_KEY, left.saturating_sub(1)).await?;
     Ok(Deduction {
         entered,
         body: entered.elapsed(),
+        work,
         section: Section {
             start_us,
             end_us: epoch_us(),
@@ -126,7 +139,7 @@ async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction
             .query_async::<()>(conn)
             .await?;
         let left: u64 = conn.get(STOCK_KEY).await?;
-        tokio::time::sleep(WORK).await;
+        let work = pay().await;
         let committed: Option<()> = redis::pipe()
             .atomic()
             .set(STOCK_KEY, left.saturating_sub(1))
@@ -137,6 +150,7 @@ async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction
             return Ok(Deduction {
                 entered,
                 body: entered.elapsed(),
+                work,
                 section: Section {
                     start_us,
                     end_us: epoch_us(),
@@ -239,6 +253,8 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                             .push(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX));
                         report.body_us +=
                             u64::try_from(deduction.body.as_micros()).unwrap_or(u64::MAX);
+                        report.work_us +=
+                            u64::try_from(deduction.work.as_micros()).unwrap_or(u64::MAX);
                         report.sections.push(deduction.section);
                     }
                     Ok(_) => {}
