@@ -91,11 +91,49 @@ impl Way {
     }
 }
 
+/// How the work between the read and the write takes its `WORK`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// `tokio::time::sleep`: the runtime's timer ends it on a tick of its
+    /// 1 ms wheel, and an idle runtime parks with a timeout rounded up to
+    /// whole ms, so it lasts 1.9-2.2 ms here, by when it began and how
+    /// busy the runtime was: a runtime kept busy (by buyers polling the
+    /// server, say) ends it sooner. What most services' timers do.
+    TokioSleep,
+    /// `std::thread::sleep` on tokio's blocking pool: `WORK` plus the
+    /// kernel's timer slack, whatever the runtime does (a payment call
+    /// whose time does not depend on the caller's runtime).
+    ThreadSleep,
+}
+
+impl Work {
+    /// Both, the default first.
+    pub const ALL: [Work; 2] = [Work::TokioSleep, Work::ThreadSleep];
+
+    /// The name on the command line and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::TokioSleep => "tokio_sleep",
+            Work::ThreadSleep => "thread_sleep",
+        }
+    }
+
+    /// The work called `name`.
+    pub fn parse(name: &str) -> BenchResult<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|work| work.name() == name)
+            .ok_or_else(|| format!("unknown work `{name}`").into())
+    }
+}
+
 /// What one worker process was asked to do.
 #[derive(Clone, Debug)]
 pub struct WorkerArgs {
     /// How its buyers keep deductions apart.
     pub way: Way,
+    /// How the work waits.
+    pub work: Work,
     /// The server.
     pub url: String,
     /// Its buyers (tasks).
@@ -112,6 +150,7 @@ impl WorkerArgs {
         vec![
             "--hot-key-worker".into(),
             self.way.name().into(),
+            self.work.name().into(),
             self.url.clone(),
             self.tasks.to_string(),
             self.start_at_ms.to_string(),
@@ -121,11 +160,14 @@ impl WorkerArgs {
 
     /// Parses what [`WorkerArgs::to_args`] wrote (without the flag).
     pub fn parse(args: &[String]) -> BenchResult<Self> {
-        let [way, url, tasks, start, run] = args else {
-            return Err("hot-key worker: expected <way> <url> <tasks> <start_ms> <run_ms>".into());
+        let [way, work, url, tasks, start, run] = args else {
+            return Err(
+                "hot-key worker: expected <way> <work> <url> <tasks> <start_ms> <run_ms>".into(),
+            );
         };
         Ok(Self {
             way: Way::parse(way)?,
+            work: Work::parse(work)?,
             url: url.clone(),
             tasks: tasks.parse()?,
             start_at_ms: start.parse()?,
@@ -415,6 +457,7 @@ mod tests {
     fn worker_args_and_reports_round_trip() {
         let args = WorkerArgs {
             way: Way::WatchMulti,
+            work: Work::ThreadSleep,
             url: "redis://127.0.0.1:7000/".into(),
             tasks: 32,
             start_at_ms: 1_700_000_000_000,
@@ -423,6 +466,7 @@ mod tests {
         let line = args.to_args();
         let parsed = WorkerArgs::parse(&line[1..]).unwrap();
         assert_eq!((parsed.way, parsed.tasks), (Way::WatchMulti, 32));
+        assert_eq!(parsed.work, Work::ThreadSleep);
         assert_eq!(parsed.run_for, args.run_for);
         let report = WorkerReport {
             ops: 3,

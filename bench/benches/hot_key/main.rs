@@ -9,6 +9,12 @@
 //! `SET NX` spin loop people write by hand, and optimistic `WATCH`/`MULTI`
 //! with no lock at all. Prints a table and the targets, and writes
 //! `target/bench/hot_key.json`. See `lock_bench::hot_key`.
+//!
+//! The payment is a 1 ms `tokio::time::sleep`, which tokio's timer ends
+//! on a tick, so how long it lasts depends on the runtime (see
+//! `lock_bench::hot_key::Work`); `-- --thread-sleep-work` takes it as a
+//! `std::thread::sleep` instead, which lasts 1 ms plus the kernel's slack
+//! whatever the runtime does, and writes `hot_key-thread_sleep.json`.
 
 mod worker;
 
@@ -17,8 +23,8 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_bench::hot_key::{
-    INITIAL_STOCK, PROCESSES, Row, SIZES, STOCK_KEY, WORK, Way, WorkerArgs, WorkerReport, cost,
-    verdict,
+    INITIAL_STOCK, PROCESSES, Row, SIZES, STOCK_KEY, WORK, Way, Work, WorkerArgs, WorkerReport,
+    cost, verdict,
 };
 use lock_bench::project::ProjectContender;
 use lock_bench::scenarios::handoff;
@@ -51,20 +57,28 @@ fn main() -> ExitCode {
 struct Sizes {
     run_for: Duration,
     reps: usize,
+    work: Work,
 }
 
 fn drive(args: &[String]) -> BenchResult<()> {
     let quick = args.iter().any(|a| a == "--quick")
         || std::env::var("LOCK_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let work = if args.iter().any(|a| a == "--thread-sleep-work") {
+        Work::ThreadSleep
+    } else {
+        Work::TokioSleep
+    };
     let sizes = if quick {
         Sizes {
             run_for: Duration::from_secs(2),
             reps: 1,
+            work,
         }
     } else {
         Sizes {
             run_for: Duration::from_secs(5),
             reps: 3,
+            work,
         }
     };
     // Started from the main thread: a server dies with the thread that spawned it.
@@ -74,7 +88,7 @@ fn drive(args: &[String]) -> BenchResult<()> {
         .build()?;
     let (rows, bound) = runtime.block_on(measure(&server.url(), &sizes))?;
     print(&rows, bound);
-    write_json(&rows, bound, quick)
+    write_json(&rows, bound, quick, work)
 }
 
 async fn measure(url: &str, sizes: &Sizes) -> BenchResult<(Vec<Row>, f64)> {
@@ -87,7 +101,7 @@ async fn measure(url: &str, sizes: &Sizes) -> BenchResult<(Vec<Row>, f64)> {
             for step in 0..Way::ALL.len() {
                 let way = Way::ALL[(step + rep) % Way::ALL.len()];
                 eprintln!("hot_key/{buyers}: {} (run {})", way.name(), rep + 1);
-                let row = run(&admin, url, way, buyers, sizes.run_for).await?;
+                let row = run(&admin, url, way, buyers, sizes).await?;
                 if way == Way::Project {
                     bodies.push(row.body_us);
                 }
@@ -106,14 +120,9 @@ async fn measure(url: &str, sizes: &Sizes) -> BenchResult<(Vec<Row>, f64)> {
     Ok((rows, bound))
 }
 
-/// One run: two workers, `buyers` between them, for `run_for`.
-async fn run(
-    admin: &Admin,
-    url: &str,
-    way: Way,
-    buyers: usize,
-    run_for: Duration,
-) -> BenchResult<Row> {
+/// One run: two workers, `buyers` between them, for `sizes.run_for`.
+async fn run(admin: &Admin, url: &str, way: Way, buyers: usize, sizes: &Sizes) -> BenchResult<Row> {
+    let run_for = sizes.run_for;
     admin.flush().await?;
     let mut conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
@@ -131,6 +140,7 @@ async fn run(
     for _ in 0..PROCESSES {
         let args = WorkerArgs {
             way,
+            work: sizes.work,
             url: url.to_owned(),
             tasks: buyers / PROCESSES,
             start_at_ms,
@@ -278,7 +288,7 @@ fn print(rows: &[Row], bound: f64) {
     }
 }
 
-fn write_json(rows: &[Row], bound: f64, quick: bool) -> BenchResult<()> {
+fn write_json(rows: &[Row], bound: f64, quick: bool, work: Work) -> BenchResult<()> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
     let verdict: Vec<_> = verdict(rows, bound)
@@ -289,11 +299,15 @@ fn write_json(rows: &[Row], bound: f64, quick: bool) -> BenchResult<()> {
         .collect();
     let document = json!({
         "mode": if quick { "quick" } else { "full" },
+        "work": work.name(),
         "bound_ops_per_s": bound,
         "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         "verdict": verdict,
     });
-    let path = dir.join("hot_key.json");
+    let path = dir.join(match work {
+        Work::TokioSleep => "hot_key.json".to_owned(),
+        other => format!("hot_key-{}.json", other.name()),
+    });
     std::fs::write(&path, serde_json::to_string_pretty(&document)?)?;
     eprintln!("hot_key: wrote {}", path.display());
     Ok(())

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_bench::BenchResult;
 use lock_bench::gaps::Section;
-use lock_bench::hot_key::{SKU, SPIN_SLEEP, STOCK_KEY, TTL, WORK, Way, WorkerArgs, WorkerReport};
+use lock_bench::hot_key::{
+    SKU, SPIN_SLEEP, STOCK_KEY, TTL, WORK, Way, Work, WorkerArgs, WorkerReport,
+};
 use lock_runtime::{LockConfig, LockError, distributed_lock};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
@@ -67,21 +69,26 @@ fn epoch_us() -> u64 {
         })
 }
 
-/// The payment: a sleep of `WORK`, which tokio's timer (1 ms ticks) ends
-/// at a tick, so it lasts more than `WORK`, by how much depending on when
-/// it began and how busy the runtime is; returns how long it took.
-async fn pay() -> Duration {
+/// The payment: `WORK` taken as `work` says; returns how long it took.
+async fn pay(work: Work) -> Duration {
     let started = Instant::now();
-    tokio::time::sleep(WORK).await;
+    match work {
+        Work::TokioSleep => tokio::time::sleep(WORK).await,
+        Work::ThreadSleep => {
+            // A panic in a sleep cannot happen; a lost one only ends the
+            // work early, which the measured time shows.
+            let _ = tokio::task::spawn_blocking(|| std::thread::sleep(WORK)).await;
+        }
+    }
     started.elapsed()
 }
 
 /// The critical section: read, pay, write.
-async fn read_pay_write(data: &MultiplexedConnection) -> Result<Deduction, BuyError> {
+async fn read_pay_write(data: &MultiplexedConnection, work: Work) -> Result<Deduction, BuyError> {
     let (entered, start_us) = (Instant::now(), epoch_us());
     let mut conn = data.clone();
     let left: u64 = conn.get(STOCK_KEY).await?;
-    let work = pay().await;
+    let work = pay(work).await;
     let () = conn.set(STOCK_KEY, left.saturating_sub(1)).await?;
     Ok(Deduction {
         entered,
@@ -97,8 +104,12 @@ async fn read_pay_write(data: &MultiplexedConnection) -> Result<Deduction, BuyEr
 
 /// The project: the attribute, on the global locker (`TTL` is 3 s).
 #[distributed_lock(key = "hot:<sku>", ttl = "3s", wait = "60s")]
-async fn deduct_locked(sku: &str, data: &MultiplexedConnection) -> Result<Deduction, BuyError> {
-    read_pay_write(data).await
+async fn deduct_locked(
+    sku: &str,
+    data: &MultiplexedConnection,
+    work: Work,
+) -> Result<Deduction, BuyError> {
+    read_pay_write(data, work).await
 }
 
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
@@ -109,7 +120,11 @@ static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
 
 /// What people write by hand: `SET NX PX`, sleep 10 ms, again; then a
 /// compare-and-delete.
-async fn deduct_spinning(data: &MultiplexedConnection, token: &str) -> Result<Deduction, BuyError> {
+async fn deduct_spinning(
+    data: &MultiplexedConnection,
+    token: &str,
+    work: Work,
+) -> Result<Deduction, BuyError> {
     let key = format!("hot:{SKU}");
     let mut conn = data.clone();
     let options = redis::SetOptions::default()
@@ -124,14 +139,17 @@ async fn deduct_spinning(data: &MultiplexedConnection, token: &str) -> Result<De
         }
         tokio::time::sleep(SPIN_SLEEP).await;
     }
-    let deduction = read_pay_write(data).await;
+    let deduction = read_pay_write(data, work).await;
     let _: i64 = UNLOCK.key(&key).arg(token).invoke_async(&mut conn).await?;
     deduction
 }
 
 /// No lock: optimistic `WATCH`/`MULTI`/`EXEC` on a connection of the
 /// buyer's own (`WATCH` belongs to a connection), again when aborted.
-async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction, BuyError> {
+async fn deduct_optimistic(
+    conn: &mut MultiplexedConnection,
+    work: Work,
+) -> Result<Deduction, BuyError> {
     loop {
         let (entered, start_us) = (Instant::now(), epoch_us());
         redis::cmd("WATCH")
@@ -139,7 +157,7 @@ async fn deduct_optimistic(conn: &mut MultiplexedConnection) -> Result<Deduction
             .query_async::<()>(conn)
             .await?;
         let left: u64 = conn.get(STOCK_KEY).await?;
-        let work = pay().await;
+        let work = pay(work).await;
         let committed: Option<()> = redis::pipe()
             .atomic()
             .set(STOCK_KEY, left.saturating_sub(1))
@@ -201,7 +219,7 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
     let mut tasks = Vec::new();
     for (n, own) in own.into_iter().enumerate() {
         let (data, rslock, report) = (data.clone(), rslock.clone(), report.clone());
-        let way = args.way;
+        let (way, work) = (args.way, args.work);
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start).await;
             let mut own = own;
@@ -210,10 +228,10 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                 let asked = Instant::now();
                 let attempt = async {
                     match way {
-                        Way::Project => deduct_locked(SKU, &data).await,
-                        Way::SetnxSpin => deduct_spinning(&data, &token).await,
+                        Way::Project => deduct_locked(SKU, &data, work).await,
+                        Way::SetnxSpin => deduct_spinning(&data, &token, work).await,
                         Way::WatchMulti => match own.as_mut() {
-                            Some(conn) => deduct_optimistic(conn).await,
+                            Some(conn) => deduct_optimistic(conn, work).await,
                             None => Err(BuyError::Other("no connection".into())),
                         },
                         Way::Rslock => match &rslock {
@@ -223,7 +241,7 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                                     .acquire_no_guard(key.as_bytes(), TTL)
                                     .await
                                     .map_err(|e| BuyError::Other(e.to_string()))?;
-                                let deduction = read_pay_write(&data).await;
+                                let deduction = read_pay_write(&data, work).await;
                                 manager.unlock(&lock).await;
                                 deduction
                             }
