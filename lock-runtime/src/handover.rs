@@ -32,8 +32,12 @@
 //!
 //! A pass in process frees nothing and checks nothing on the server: if
 //! the key was lost without the holder knowing yet (deleted by someone
-//! else, a failover), the taker learns it as the giver would have, from
-//! the watchdog's next renewal, within its lease's validity.
+//! else), the taker learns it as the giver would have, from the
+//! watchdog's next renewal, within its lease's validity. After the locks
+//! moved to another server (a failover the locker followed), which the
+//! watchdog answers by renewing every lease there at once, passes go
+//! through the server until a renewal sent after the move confirmed the
+//! hold: a lock that did not reach the new server is not passed on.
 //!
 //! # Fair to the other processes
 //! While nobody outside the locker waits, a lock is passed as long as the
@@ -42,10 +46,12 @@
 //! times in a row and then releases it, announcing the release. The next
 //! in line then holds back for a moment (a millisecond: the time a woken
 //! waiter needs to take the lock) instead of racing the waiter it was
-//! released for. A waiter in another process waits for about that many
-//! holds of this process, not for the whole line. Batches of a few grants
-//! per process are what make the sale fast (handoffs inside a process cost
-//! one round trip, and between processes the usual release and wake-up).
+//! released for. The line learns of the mark from a pass through the
+//! server, at least every [`PASSES_IN_PROCESS_IN_A_ROW`] + 1 passes, and
+//! by then it has had its share; so a waiter in another process waits for
+//! about that many holds of this process, not for the whole line. Batches of a few grants per process
+//! are what make the sale fast (handoffs inside a process cost next to
+//! nothing, and between processes the usual release and wake-up).
 //!
 //! # Never held by nobody
 //! A pass that is not taken (the next in line gave up meanwhile, or wants
@@ -140,8 +146,10 @@ impl Handover {
         host: &Host,
         now: Instant,
     ) -> Option<Self> {
-        // Released by its holder, not lost.
-        if giver.state() != LeaseState::Released {
+        // Released by its holder, not lost; and not awaiting confirmation
+        // on the server the locks moved to (a failover): the next pass then
+        // goes through that server, which tells whether the lock got there.
+        if giver.state() != LeaseState::Released || giver.unconfirmed_since_move() {
             return None;
         }
         let left = giver.valid_until().saturating_duration_since(now);

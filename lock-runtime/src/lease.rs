@@ -72,6 +72,10 @@ pub(crate) struct Lease {
     pub(crate) fence_basis: FenceBasis,
     /// Lost because it reached `max_hold`.
     capped: AtomicBool,
+    /// The locks moved to another server (a failover) since this lease was
+    /// last confirmed: until a renewal sent after the move confirms it
+    /// there, it is not passed in process (see [`crate::handover`]).
+    unconfirmed_since_move: AtomicBool,
     state: watch::Sender<LeaseState>,
     validity: Mutex<Validity>,
 }
@@ -95,8 +99,8 @@ struct Validity {
 /// as a pass raises the fence by less than the µs that passed since the
 /// basis, so every later grant by the server, whose fence is its clock,
 /// is still higher. [`FenceBasis::next_after`] keeps a margin of two:
-/// it allows one µs of fence per two µs seen, whatever the rates of the
-/// two clocks.
+/// it allows one µs of fence per two µs seen, so the server's clock may
+/// even run at half the client's rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FenceBasis {
     fence: u64,
@@ -150,6 +154,7 @@ impl Lease {
             granted_at: grant.granted_at,
             fence_basis: grant.fence_basis,
             capped: AtomicBool::new(false),
+            unconfirmed_since_move: AtomicBool::new(false),
             state: watch::Sender::new(LeaseState::Held),
         }
     }
@@ -221,6 +226,22 @@ impl Lease {
     /// Whether the lease was lost to its hold cap.
     pub(crate) fn capped(&self) -> bool {
         self.capped.load(Ordering::SeqCst)
+    }
+
+    /// The locks moved to another server since this lease was confirmed.
+    pub(crate) fn mark_moved(&self) {
+        self.unconfirmed_since_move.store(true, Ordering::SeqCst);
+    }
+
+    /// A renewal sent after the last move was confirmed.
+    pub(crate) fn confirmed_after_move(&self) {
+        self.unconfirmed_since_move.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the lease awaits its confirmation on the server the locks
+    /// moved to.
+    pub(crate) fn unconfirmed_since_move(&self) -> bool {
+        self.unconfirmed_since_move.load(Ordering::SeqCst)
     }
 
     /// Marks the lease released by its holder (a later loss is not news).

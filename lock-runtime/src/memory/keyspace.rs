@@ -25,8 +25,10 @@ pub(crate) struct Keyspace {
     entries: HashMap<String, Entry>,
     /// `(expiry, key)` of every key that has one.
     expiries: BTreeSet<(Instant, String)>,
-    /// The last `TIME` answered, in µs, so it never repeats or goes back.
+    /// The last `TIME` answered, in µs, so it never repeats or goes back,
+    /// and when (on the real monotonic clock, which tests cannot pause).
     last_time_us: u64,
+    last_time_at: Option<std::time::Instant>,
     /// The current call's instant.
     now: Instant,
     /// Channels published on by the current call, delivered after it.
@@ -45,6 +47,7 @@ impl Default for Keyspace {
             entries: HashMap::new(),
             expiries: BTreeSet::new(),
             last_time_us: 0,
+            last_time_at: None,
             now: Instant::now(),
             published: Vec::new(),
         }
@@ -153,16 +156,25 @@ impl Keyspace {
         }
     }
 
-    /// `TIME`, in µs since the Unix epoch: the wall clock, but always later
-    /// than the previous answer (a fence taken from it must rise even if
-    /// the wall clock steps back).
+    /// `TIME`, in µs since the Unix epoch: the wall clock, but never less
+    /// than the previous answer plus the real time since it (at least one
+    /// µs). A fence taken from it must rise even if the wall clock steps
+    /// back, and a hold passed in process raises its fence by up to one per
+    /// two real µs (see [`crate::lease::FenceBasis`]): a clock that only
+    /// crept on by one µs per call would fall behind those.
     pub(crate) fn time_us(&mut self) -> u64 {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| {
                 u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
             });
-        self.last_time_us = wall.max(self.last_time_us.saturating_add(1));
+        let real = std::time::Instant::now();
+        let since_last = self.last_time_at.map_or(0, |at| {
+            u64::try_from(real.saturating_duration_since(at).as_micros()).unwrap_or(u64::MAX)
+        });
+        let floor = self.last_time_us.saturating_add(since_last.max(1));
+        self.last_time_us = wall.max(floor);
+        self.last_time_at = Some(real);
         self.last_time_us
     }
 
@@ -219,6 +231,23 @@ mod tests {
 
     fn at(keyspace: &mut Keyspace, start: Instant, ms: u64) {
         keyspace.begin(start + Duration::from_millis(ms));
+    }
+
+    #[test]
+    fn time_keeps_pace_with_real_time_when_the_wall_clock_is_behind() {
+        let mut keys = Keyspace::default();
+        let first = keys.time_us();
+        // As after the wall clock stepped back an hour.
+        keys.last_time_us = first + 3_600_000_000;
+        let ahead = keys.time_us();
+        assert!(ahead > first + 3_600_000_000);
+        std::thread::sleep(Duration::from_millis(2));
+        let later = keys.time_us();
+        assert!(
+            later >= ahead + 2_000,
+            "{later} after {ahead}: crept on by {}",
+            later - ahead
+        );
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub(super) struct Schedule {
     caps: BTreeSet<(Instant, u64)>,
     /// When the task plans to wake next (None: not until told).
     pub(super) armed_until: Option<Instant>,
+    /// When the locks last moved to another server (see [`Self::all_due`]).
+    moved_at: Option<Instant>,
 }
 
 /// What came back from one batch command.
@@ -75,7 +77,13 @@ impl Schedule {
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
         // the first renewal is simply due sooner (or at once).
-        let due = renews.then(|| sent_at + renew_every);
+        let mut due = renews.then(|| sent_at + renew_every);
+        // Confirmed before the last move (a hold passed in process, or a
+        // grant in flight across it): confirm it where the locks are now.
+        if self.moved_at.is_some_and(|moved| sent_at <= moved) {
+            lease.mark_moved();
+            due = due.map(|_| self.moved_at.unwrap_or(sent_at));
+        }
         if let Some(due) = due {
             self.renewals.insert((due, id));
         }
@@ -125,13 +133,19 @@ impl Schedule {
         self.watched.len()
     }
 
-    /// Makes every renewing lease due at `now`; one with a renewal in
-    /// flight is renewed again as soon as that answer is in (its answer
-    /// may come from the server the locks just left).
+    /// The locks moved to another server at `now`: makes every renewing
+    /// lease due then; one with a renewal in flight is renewed again as
+    /// soon as that answer is in (its answer may come from the server the
+    /// locks just left). Until a renewal sent after the move confirms it,
+    /// no lease is passed in process.
     pub(super) fn all_due(&mut self, now: Instant) {
+        self.moved_at = Some(now);
         let Self {
             watched, renewals, ..
         } = self;
+        for watched in watched.values() {
+            watched.lease.mark_moved();
+        }
         for (&id, watched) in watched.iter_mut().filter(|(_, w)| w.renews) {
             match watched.due.replace(now) {
                 Some(due) => {
@@ -275,6 +289,9 @@ impl Schedule {
             return; // released while the renewal was in flight
         };
         let valid_until = watched.lease.renewed(sent_at);
+        if self.moved_at.is_none_or(|moved| sent_at > moved) {
+            watched.lease.confirmed_after_move();
+        }
         self.expiries.remove(&(watched.valid_until, id));
         watched.valid_until = valid_until;
         self.expiries.insert((valid_until, id));
@@ -472,6 +489,36 @@ mod tests {
         let answered = moved_at + SEC / 10;
         schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), answered);
         assert_eq!(ids(&schedule.take_due(answered)), [1]);
+    }
+
+    #[test]
+    fn after_a_move_a_lease_is_unconfirmed_until_a_renewal_sent_after_it() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        let held = lease(1, 3 * SEC, t0);
+        schedule.watch(held.clone(), true, t0);
+        assert!(!held.unconfirmed_since_move());
+        let in_flight = schedule.take_due(t0 + SEC);
+        assert_eq!(ids(&in_flight), [1]);
+        let moved_at = t0 + SEC + SEC / 10;
+        schedule.all_due(moved_at);
+        assert!(held.unconfirmed_since_move());
+        // The answer to the renewal sent before the move proves nothing.
+        let answered = moved_at + SEC / 10;
+        schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), answered);
+        assert!(held.unconfirmed_since_move());
+        assert_eq!(ids(&schedule.take_due(answered)), [1]);
+        schedule.apply(answer(&[1], answered, Renewed::Yes), answered);
+        assert!(!held.unconfirmed_since_move());
+        // A hold confirmed before the move and watched after it (passed
+        // in process) is unconfirmed too, and renewed at once.
+        let passed = lease(2, 3 * SEC, t0);
+        assert_eq!(schedule.watch(passed.clone(), true, t0), moved_at);
+        assert!(passed.unconfirmed_since_move());
+        // One granted after the move is not.
+        let fresh = lease(3, 3 * SEC, answered);
+        schedule.watch(fresh.clone(), true, answered);
+        assert!(!fresh.unconfirmed_since_move());
     }
 
     #[test]

@@ -31,8 +31,9 @@
 //! answers the giver's fence plus one only while that stays at most the
 //! clock, so the next grant by the server still reads a higher one. Fences
 //! rise per key with no counter to keep, lose, evict or restart, as long
-//! as the server's clock does not step back by more than half the time
-//! between two grants of the key. The
+//! as the server's clock does not step back by more than the time between
+//! two grants of the key (less the few µs a run of at most 8 passes in
+//! process adds). The
 //! value is about 1.8e15: exact in Lua's doubles (below 2^53) and in a
 //! `u64`. It is built from the decimal digits `TIME` gave (never through
 //! Lua's `tostring`, which would print `1.8e+15`).
