@@ -351,10 +351,16 @@ impl Fleet {
     /// faults and the store's log on `store`. A history that cannot be read
     /// or parsed fails the run.
     pub fn finish(self, store: &RedisServer) -> Verdict {
-        for member in self.members {
+        let mut passed_in_process = 0;
+        for mut member in self.members {
             if member.killed {
                 continue;
             }
+            // Printed once its tasks are done, just before it exits.
+            let line = member
+                .process
+                .expect_line("passed-in-process ", Duration::from_secs(60));
+            passed_in_process += passes_reported(&line);
             let output = member.process.finish(Duration::from_secs(60));
             assert!(
                 output.status.success(),
@@ -374,7 +380,8 @@ impl Fleet {
             .collect();
         let logs = store_logs(store, self.plan.resources);
         let grace = u64::try_from(TTL.as_nanos()).unwrap_or(u64::MAX);
-        let verdict = check(&workers, &self.faults, &logs, grace);
+        let mut verdict = check(&workers, &self.faults, &logs, grace);
+        verdict.passed_in_process = passed_in_process;
         if verdict.violations.is_empty() || !self.plan.keep_histories {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
@@ -385,6 +392,14 @@ impl Fleet {
         }
         verdict
     }
+}
+
+/// The locks a worker passed in process, from the line it prints before
+/// `done`: `passed-in-process <n>`.
+fn passes_reported(line: &str) -> usize {
+    line.strip_prefix("passed-in-process ")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// A section `history` has open (begun, not ended).

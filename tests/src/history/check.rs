@@ -94,6 +94,10 @@ pub struct Verdict {
     pub cuts_hit: usize,
     /// Replies the fault proxy dropped.
     pub dropped_replies: usize,
+    /// Locks passed to the next task of a worker without a server call, by
+    /// the workers' own counters (a worker killed mid-run reports none):
+    /// their sections are checked like every other.
+    pub passed_in_process: usize,
     /// Every broken rule, in words (empty when the run passed).
     pub violations: Vec<String>,
 }
@@ -104,7 +108,7 @@ impl Verdict {
         format!(
             "chaos: sections={} granted={} completed={} handoffs={} told={} stale_refused={} \
              accepted_writes={} freezes_hit={} kills_hit={} cuts_hit={} dropped_replies={} \
-             violations={}",
+             passed_in_process={} violations={}",
             self.sections,
             self.granted,
             self.completed,
@@ -116,6 +120,7 @@ impl Verdict {
             self.kills_hit,
             self.cuts_hit,
             self.dropped_replies,
+            self.passed_in_process,
             self.violations.len(),
         )
     }
@@ -156,6 +161,11 @@ impl Verdict {
                 minimums.dropped_replies,
                 "dropped replies",
             ),
+            (
+                self.passed_in_process,
+                minimums.passed_in_process,
+                "locks passed in process",
+            ),
         ]
         .into_iter()
         .filter(|(count, minimum, _)| count < minimum)
@@ -185,6 +195,8 @@ pub struct Minimums {
     pub cuts_hit: usize,
     /// [`Verdict::dropped_replies`].
     pub dropped_replies: usize,
+    /// [`Verdict::passed_in_process`].
+    pub passed_in_process: usize,
 }
 
 /// Judges a run: the workers' histories, the driver's faults, and the
@@ -247,6 +259,8 @@ pub fn check(
             .iter()
             .filter(|f| matches!(f, Fault::DroppedReply { .. }))
             .count(),
+        // Not in the histories: the fleet adds the workers' counts.
+        passed_in_process: 0,
         violations,
     }
 }
@@ -1002,6 +1016,7 @@ mod tests {
             kills_hit: 1,
             cuts_hit: 1,
             dropped_replies: 1,
+            passed_in_process: 0,
             violations: Vec::new(),
         };
         assert_eq!(verdict, expected);
@@ -1014,13 +1029,14 @@ mod tests {
             kills_hit: 1,
             cuts_hit: 1,
             dropped_replies: 1,
+            passed_in_process: 0,
         };
         assert_eq!(verdict.shortfalls(&all_ones), Vec::<String>::new());
         assert_eq!(
             verdict.summary(),
             "chaos: sections=8 granted=8 completed=5 handoffs=2 told=2 stale_refused=1 \
              accepted_writes=9 freezes_hit=1 kills_hit=1 cuts_hit=1 dropped_replies=1 \
-             violations=0"
+             passed_in_process=0 violations=0"
         );
     }
 
