@@ -16,7 +16,8 @@ pub(crate) enum Sabotage {
     /// and a hand-over takes it whoever holds it.
     BlindRelease,
     /// A hand-over in process passes a lock whatever became of it (lost,
-    /// expired) and gives the taker a fresh lease's validity.
+    /// expired), gives the taker a fresh lease's validity, and never sends
+    /// a pass through the server.
     EagerPass,
 }
 

@@ -324,8 +324,9 @@ fn a_blind_release_is_caught() {
 }
 
 /// A hand-over in process that passes a lock whatever became of it, with
-/// a fresh validity: a holder frozen or cut off past its lease passes on a
-/// lock another worker took meanwhile, and the taker overlaps that owner.
+/// a fresh validity, and never through the server: a holder frozen or cut
+/// off past its lease passes on a lock another worker took meanwhile, and
+/// its line keeps passing it while it overlaps that owner.
 #[test]
 fn an_eager_pass_in_process_is_caught() {
     assert!(
