@@ -169,7 +169,7 @@ async fn let_go(
     if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
         && let Backend::Node(node) = &core.backend
     {
-        if (turn.may_pass_in_process() || eager_pass())
+        if turn.may_pass_in_process()
             && let Some(handover) =
                 Handover::in_process(lease, &core.backend, &core.host, core.clock().now())
         {
@@ -226,16 +226,6 @@ async fn let_go(
         turn.released();
     }
     release(core, lease).await
-}
-
-/// Whether this process was built to pass locks in process eagerly (the
-/// `sabotage` feature's broken locker; never in an application).
-fn eager_pass() -> bool {
-    #[cfg(feature = "sabotage")]
-    if crate::sabotage::active() == Some(crate::sabotage::Sabotage::EagerPass) {
-        return true;
-    }
-    false
 }
 
 /// Deletes `lease`'s lock if it is still ours; counts a deletion.

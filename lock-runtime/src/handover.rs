@@ -146,10 +146,6 @@ impl Handover {
         host: &Host,
         now: Instant,
     ) -> Option<Self> {
-        #[cfg(feature = "sabotage")]
-        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::EagerPass) {
-            return Some(Self::eager(giver, backend, host, now));
-        }
         // Released by its holder, not lost; and not awaiting confirmation
         // on the server the locks moved to (a failover): the next pass then
         // goes through that server, which tells whether the lock got there.
@@ -161,6 +157,11 @@ impl Handover {
             return None;
         }
         let fence = giver.fence_basis.next_after(giver.fence)?;
+        #[cfg(feature = "sabotage")]
+        let fence = match crate::sabotage::active() {
+            Some(crate::sabotage::Sabotage::SameFencePass) => giver.fence,
+            _ => fence,
+        };
         Some(Self {
             token: giver.token.clone(),
             fence,
@@ -199,28 +200,6 @@ impl Handover {
             self.undo = None;
         }
         released.unwrap_or(false)
-    }
-}
-
-#[cfg(feature = "sabotage")]
-impl Handover {
-    /// The broken pass of [`Sabotage::EagerPass`](crate::sabotage::Sabotage):
-    /// whatever became of the lock, with a validity counted from now.
-    fn eager(giver: &Lease, backend: &Backend, host: &Host, now: Instant) -> Self {
-        Self {
-            token: giver.token.clone(),
-            fence: giver.fence.saturating_add(1),
-            ttl: giver.ttl,
-            route: giver.route,
-            sent_at: now,
-            fence_basis: giver.fence_basis,
-            in_process: true,
-            undo: Some(Undo {
-                keys: giver.keys.clone(),
-                backend: backend.clone(),
-                host: host.clone(),
-            }),
-        }
     }
 }
 

@@ -15,10 +15,9 @@ pub(crate) enum Sabotage {
     /// A release deletes the key whoever holds it (a `GET`-less `DEL`),
     /// and a hand-over takes it whoever holds it.
     BlindRelease,
-    /// A hand-over in process passes a lock whatever became of it (lost,
-    /// expired), gives the taker a fresh lease's validity, and never sends
-    /// a pass through the server.
-    EagerPass,
+    /// A hand-over in process gives the taker the giver's own fence
+    /// instead of the next one.
+    SameFencePass,
 }
 
 /// The defect this process was started with, if any.
@@ -27,7 +26,7 @@ pub(crate) fn active() -> Option<Sabotage> {
     *ACTIVE.get_or_init(|| match std::env::var("LOCK_RUNTIME_SABOTAGE").as_deref() {
         Ok("silent-watchdog") => Some(Sabotage::SilentWatchdog),
         Ok("blind-release") => Some(Sabotage::BlindRelease),
-        Ok("eager-pass") => Some(Sabotage::EagerPass),
+        Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
         _ => None,
     })
 }

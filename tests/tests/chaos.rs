@@ -323,15 +323,13 @@ fn a_blind_release_is_caught() {
     );
 }
 
-/// A hand-over in process that passes a lock whatever became of it, with
-/// a fresh validity, and never through the server: a holder frozen or cut
-/// off past its lease passes on a lock another worker took meanwhile, and
-/// its line keeps passing it while it overlaps that owner.
+/// A hand-over in process that gives the next task the holder's own fence:
+/// two sections of one key with one fence, whatever the faults did.
 #[test]
-fn an_eager_pass_in_process_is_caught() {
+fn a_pass_in_process_without_a_new_fence_is_caught() {
     assert!(
-        sabotaged_run("eager-pass") > 0,
-        "the checker passed an eager pass in process"
+        sabotaged_run("same-fence-pass") > 0,
+        "the checker passed a pass in process that kept the fence"
     );
 }
 
