@@ -60,10 +60,7 @@ impl Way {
 
     /// The way called `name`.
     pub fn parse(name: &str) -> BenchResult<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|way| way.name() == name)
-            .ok_or_else(|| format!("unknown way `{name}`").into())
+        by_name(&Self::ALL, name, Self::name, "way")
     }
 
     /// Tries sent to the server per deduction: acquire attempts for a lock
@@ -120,11 +117,21 @@ impl Work {
 
     /// The work called `name`.
     pub fn parse(name: &str) -> BenchResult<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|work| work.name() == name)
-            .ok_or_else(|| format!("unknown work `{name}`").into())
+        by_name(&Self::ALL, name, Self::name, "work")
     }
+}
+
+/// The one of `all` whose name is `name`; an error naming `what` if none.
+fn by_name<T: Copy>(
+    all: &[T],
+    name: &str,
+    name_of: fn(T) -> &'static str,
+    what: &str,
+) -> BenchResult<T> {
+    all.iter()
+        .copied()
+        .find(|&one| name_of(one) == name)
+        .ok_or_else(|| format!("unknown {what} `{name}`").into())
 }
 
 /// What one worker process was asked to do.

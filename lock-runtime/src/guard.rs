@@ -174,10 +174,8 @@ async fn let_go(
                 Handover::in_process(lease, &core.backend, &core.host, core.clock().now())
         {
             turn.pass(handover, None);
-            Counters::bump(&core.counters.released);
-            Counters::bump(&core.counters.handovers);
             Counters::bump(&core.counters.handovers_in_process);
-            telemetry::handed_over(lease.template);
+            count_pass(core, lease);
             return Ok(true);
         }
         let mut handover = Handover::prepare(
@@ -201,9 +199,7 @@ async fn let_go(
             Ok(Passed::To { fence, marked }) => {
                 handover.passed(fence);
                 turn.pass(handover, Some(marked));
-                Counters::bump(&core.counters.released);
-                Counters::bump(&core.counters.handovers);
-                telemetry::handed_over(lease.template);
+                count_pass(core, lease);
                 return Ok(true);
             }
             Ok(Passed::NotOurs) => {
@@ -226,6 +222,13 @@ async fn let_go(
         turn.released();
     }
     release(core, lease).await
+}
+
+/// Counts a pass of `lease`'s lock: a release, and a hand-over.
+fn count_pass(core: &Core, lease: &Lease) {
+    Counters::bump(&core.counters.released);
+    Counters::bump(&core.counters.handovers);
+    telemetry::handed_over(lease.template);
 }
 
 /// Deletes `lease`'s lock if it is still ours; counts a deletion.

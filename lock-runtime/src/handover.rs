@@ -5,13 +5,13 @@
 //! On a hot key (a flash sale) the tasks of one process queue for the lock
 //! in their locker's line (see [`crate::wait::Turns`]). Releasing it and
 //! having the next in line take it again costs two round trips, a release
-//! message and a wake-up, and the key is free in between. A pass costs one
-//! round trip: one script swaps the holder's token on the key for a fresh
-//! token of the next task in line and gives it a fence from the server's
-//! clock, as any grant does (see
-//! [`PASS`](crate::primitive::exclusive::scripts::PASS)). Every grant is
-//! still a server-side grant with its own token, lease and fence; a lock
-//! that was no longer the holder's is not passed, and the next in line
+//! message and a wake-up, and the key is free in between. A pass keeps the
+//! key taken throughout: most often in process, with no server call (below);
+//! otherwise in one round trip, a script that swaps the holder's token on
+//! the key for a fresh token of the next task in line and gives it a fence
+//! from the server's clock, as any grant does (see
+//! [`PASS`](crate::primitive::exclusive::scripts::PASS)). A lock that the
+//! script finds no longer the holder's is not passed, and the next in line
 //! takes it the usual way.
 //!
 //! # In process, without the server
@@ -49,9 +49,10 @@
 //! released for. The line learns of the mark from a pass through the
 //! server, at least every [`PASSES_IN_PROCESS_IN_A_ROW`] + 1 passes, and
 //! by then it has had its share; so a waiter in another process waits for
-//! about that many holds of this process, not for the whole line. Batches of a few grants per process
-//! are what make the sale fast (handoffs inside a process cost next to
-//! nothing, and between processes the usual release and wake-up).
+//! about that many holds of this process, not for the whole line. Batches
+//! of a few grants per process are what make the sale fast (handoffs
+//! inside a process cost next to nothing, and between processes the usual
+//! release and wake-up).
 //!
 //! # Never held by nobody
 //! A pass that is not taken (the next in line gave up meanwhile, or wants
@@ -103,6 +104,16 @@ struct Undo {
     host: Host,
 }
 
+impl Undo {
+    fn new(keys: &LockKeys, backend: &Backend, host: &Host) -> Self {
+        Self {
+            keys: keys.clone(),
+            backend: backend.clone(),
+            host: host.clone(),
+        }
+    }
+}
+
 impl Handover {
     /// A hand-over about to be sent to the server: until it is taken, its
     /// drop releases the taker's token (in the background).
@@ -123,11 +134,7 @@ impl Handover {
             sent_at,
             fence_basis: FenceBasis::issued_now(0),
             in_process: false,
-            undo: Some(Undo {
-                keys: keys.clone(),
-                backend: backend.clone(),
-                host: host.clone(),
-            }),
+            undo: Some(Undo::new(keys, backend, host)),
         }
     }
 
@@ -170,11 +177,7 @@ impl Handover {
             sent_at: giver.confirmed_at(),
             fence_basis: giver.fence_basis,
             in_process: true,
-            undo: Some(Undo {
-                keys: giver.keys.clone(),
-                backend: backend.clone(),
-                host: host.clone(),
-            }),
+            undo: Some(Undo::new(&giver.keys, backend, host)),
         })
     }
 
