@@ -62,17 +62,42 @@ fn minimums(run_for: Duration) -> Minimums {
 /// Faults in rotation until the workers are nearly done; `server` injects
 /// the deployment's own faults (round `n` of them) and says whether one
 /// took effect. Returns how many faults took effect.
+///
+/// Pass the quick faults first. A kill waits at most 2 s for a holder; a
+/// freeze waits for a holder between its two writes (a few seconds apart
+/// on a starved machine), then for a newer owner to write, and on a
+/// starved machine that can take the rest of the run: a kill queued
+/// behind it would never run. And while half the run is left, the
+/// deployment's fault waits for every holder fault to have taken effect
+/// once, trying the missing ones again: after a Sentinel failover with
+/// `WAIT`, no lock is granted for 10-13 s, and a freeze that missed
+/// before it would find no holder after it.
 fn rotate(
     fleet: &mut Fleet,
     holder_faults: &[fn(&mut Fleet) -> bool],
     mut server: impl FnMut(&mut Fleet, usize) -> bool,
 ) -> usize {
-    let (mut injected, mut round) = (0, 0);
+    let half_run = fleet.left() / 2;
+    let mut took_effect_once = vec![false; holder_faults.len()];
+    let (mut injected, mut round, mut server_rounds) = (0, 0, 0);
     while fleet.left() > TTL * 5 {
-        let took_effect = if round % (holder_faults.len() + 1) == holder_faults.len() {
-            server(fleet, round / (holder_faults.len() + 1))
-        } else {
-            holder_faults[round % (holder_faults.len() + 1)](fleet)
+        let slot = round % (holder_faults.len() + 1);
+        let missing = took_effect_once.iter().position(|took| !took);
+        let took_effect = match (slot == holder_faults.len(), missing) {
+            (true, Some(missing)) if fleet.left() > half_run => {
+                let took = holder_faults[missing](fleet);
+                took_effect_once[missing] |= took;
+                took
+            }
+            (true, _) => {
+                server_rounds += 1;
+                server(fleet, server_rounds - 1)
+            }
+            (false, _) => {
+                let took = holder_faults[slot](fleet);
+                took_effect_once[slot] |= took;
+                took
+            }
         };
         injected += usize::from(took_effect);
         round += 1;
@@ -141,7 +166,7 @@ fn one_server_with_faults_on_the_holders() {
 /// held lock frozen, a lock's slot migrated mid-run.
 #[test]
 fn cluster_with_frozen_nodes_and_migrating_slots() {
-    let run_for = run_for(15);
+    let run_for = run_for(20);
     let cluster = RedisCluster::start();
     let store = RedisServer::start();
     let mut fleet = Fleet::start(
@@ -173,7 +198,7 @@ fn cluster_with_frozen_nodes_and_migrating_slots() {
 /// minority) frozen, or restarted empty (no persistence).
 #[test]
 fn redlock_with_a_minority_of_masters_faulted() {
-    let run_for = run_for(15);
+    let run_for = run_for(20);
     let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let url = lock_tests::fixtures::redlock_url(&masters);
     let store = RedisServer::start();
