@@ -105,13 +105,12 @@ impl<'a> Attempt<'a> {
 
     /// Runs the attempt to its end, within its bound (see the module docs).
     pub(crate) async fn run(mut self) -> Result<LockGuard, LockError> {
-        let call_bound = self.core.config.call_bound();
         let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
         let bound = self
             .plan
             .wait
             .saturating_add(replicas)
-            .saturating_add(call_bound * 2);
+            .saturating_add(self.core.config.two_calls_bound());
         match tokio::time::timeout(bound, self.attempt()).await {
             Ok(result) => result,
             // Still armed if a try was in flight: the drop cleans up.
@@ -454,7 +453,8 @@ impl Drop for Attempt<'_> {
         let landing = self.landing.take();
         let backend = self.core.backend.clone();
         let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
-        self.core.host.detach(async move {
+        let bound = self.core.config.two_calls_bound();
+        self.core.host.detach(bound, async move {
             if let Some(landing) = landing {
                 landing.landed().await;
             }

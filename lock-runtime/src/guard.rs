@@ -133,7 +133,7 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.lease().mark_released();
         drop(self.watched.take());
-        let bound = self.core.config.call_bound() * 2;
+        let bound = self.core.config.two_calls_bound();
         let landing = self.landing.take();
         let (core, lease, mut turn) = (self.core.clone(), self.lease().clone(), self.turn.take());
         let releasing = async move {
@@ -170,8 +170,7 @@ async fn let_go(
         && let Backend::Node(node) = &core.backend
     {
         if turn.may_pass_in_process()
-            && let Some(handover) =
-                Handover::in_process(lease, &core.backend, &core.host, core.clock().now())
+            && let Some(handover) = Handover::in_process(lease, core, core.clock().now())
         {
             turn.pass(handover, None);
             Counters::bump(&core.counters.handovers_in_process);
@@ -180,8 +179,7 @@ async fn let_go(
         }
         let mut handover = Handover::prepare(
             &lease.keys,
-            &core.backend,
-            &core.host,
+            core,
             OwnerToken::random(&core.holder),
             lease.ttl,
             lease.route,
@@ -249,7 +247,8 @@ impl Drop for LockGuard {
         drop(self.watched.take());
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
         let mut turn = self.turn.take();
-        self.core.host.detach(async move {
+        let bound = self.core.config.two_calls_bound();
+        self.core.host.detach(bound, async move {
             if let Err(err) = let_go(&core, &lease, landing, &mut turn).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }

@@ -63,6 +63,7 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Route};
+use crate::core::Core;
 use crate::host::Host;
 use crate::keys::LockKeys;
 use crate::lease::{FenceBasis, Lease, LeaseState};
@@ -102,14 +103,17 @@ struct Undo {
     keys: LockKeys,
     backend: Backend,
     host: Host,
+    /// How long the release in the background may take.
+    bound: Duration,
 }
 
 impl Undo {
-    fn new(keys: &LockKeys, backend: &Backend, host: &Host) -> Self {
+    fn new(keys: &LockKeys, core: &Core) -> Self {
         Self {
             keys: keys.clone(),
-            backend: backend.clone(),
-            host: host.clone(),
+            backend: core.backend.clone(),
+            host: core.host.clone(),
+            bound: core.config.two_calls_bound(),
         }
     }
 }
@@ -119,8 +123,7 @@ impl Handover {
     /// drop releases the taker's token (in the background).
     pub(crate) fn prepare(
         keys: &LockKeys,
-        backend: &Backend,
-        host: &Host,
+        core: &Core,
         token: OwnerToken,
         ttl: Duration,
         route: Route,
@@ -134,7 +137,7 @@ impl Handover {
             sent_at,
             fence_basis: FenceBasis::issued_now(0),
             in_process: false,
-            undo: Some(Undo::new(keys, backend, host)),
+            undo: Some(Undo::new(keys, core)),
         }
     }
 
@@ -147,12 +150,7 @@ impl Handover {
     /// `giver`'s hold, passed in process if it may be (see the module
     /// docs): at least half its lease left, and room for one more fence.
     /// Until it is taken, its drop releases the lock.
-    pub(crate) fn in_process(
-        giver: &Lease,
-        backend: &Backend,
-        host: &Host,
-        now: Instant,
-    ) -> Option<Self> {
+    pub(crate) fn in_process(giver: &Lease, core: &Core, now: Instant) -> Option<Self> {
         // Released by its holder, not lost; and not awaiting confirmation
         // on the server the locks moved to (a failover): the next pass then
         // goes through that server, which tells whether the lock got there.
@@ -177,7 +175,7 @@ impl Handover {
             sent_at: giver.confirmed_at(),
             fence_basis: giver.fence_basis,
             in_process: true,
-            undo: Some(Undo::new(&giver.keys, backend, host)),
+            undo: Some(Undo::new(&giver.keys, core)),
         })
     }
 
@@ -212,12 +210,13 @@ impl Drop for Handover {
             keys,
             backend,
             host,
+            bound,
         }) = self.undo.take()
         else {
             return;
         };
         let (route, token) = (self.route, self.token.clone());
-        host.clone().detach(async move {
+        host.clone().detach(bound, async move {
             if let Err(err) = exclusive::release(&backend, route, &keys, &token).await {
                 tracing::debug!(key = keys.name(), error = %err, "release of an untaken hand-over failed; the lease will run out");
             }

@@ -14,6 +14,7 @@
 //!   clean-up of a cancelled acquisition) it does at once.
 
 use std::future::Future;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::runtime::Handle;
@@ -73,26 +74,35 @@ impl Host {
         }
     }
 
-    /// Runs `work` to its end without anyone awaiting it: on the library's
-    /// runtime, or (caller-hosted) at once when it needs no waiting (the
-    /// in-memory store's calls never do), else on the caller's runtime.
-    /// Outside any runtime, work that would have to wait is dropped; its
-    /// lease then simply runs out.
-    pub(crate) fn detach(&self, work: impl Future<Output = ()> + Send + 'static) {
+    /// Runs `work` without anyone awaiting it, for at most `bound` (its
+    /// calls carry no bound of their own, see
+    /// [`SingleBackend`](crate::backend::single::SingleBackend)): on the
+    /// library's runtime, or (caller-hosted) at once when it needs no
+    /// waiting (the in-memory store's calls never do), else on the
+    /// caller's runtime. Outside any runtime, work that would have to wait
+    /// is dropped; its lease then simply runs out, as it does for work cut
+    /// off by its bound.
+    pub(crate) fn detach(&self, bound: Duration, work: impl Future<Output = ()> + Send + 'static) {
         match self {
             Host::Background(handle) => {
-                handle.spawn(work);
+                handle.spawn(within(bound, work));
             }
             Host::Caller => {
                 let mut work = Box::pin(work);
                 if (&mut work).now_or_never().is_none()
                     && let Ok(handle) = Handle::try_current()
                 {
-                    handle.spawn(work);
+                    handle.spawn(within(bound, work));
                 }
             }
         }
     }
+}
+
+/// `work`, cut off after `bound`. The timer is made when it is first
+/// polled, on the runtime that runs it (a timer needs one).
+async fn within(bound: Duration, work: impl Future<Output = ()>) {
+    let _ = tokio::time::timeout(bound, work).await;
 }
 
 #[cfg(test)]
@@ -105,13 +115,45 @@ mod tests {
     fn a_caller_hosted_detach_runs_ready_work_at_once_even_without_a_runtime() {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
-        Host::Caller.detach(async move { flag.store(true, Ordering::SeqCst) });
+        Host::Caller.detach(std::time::Duration::from_secs(1), async move {
+            flag.store(true, Ordering::SeqCst)
+        });
         assert!(done.load(Ordering::SeqCst));
     }
 
     #[test]
     fn a_caller_hosted_locker_outside_a_runtime_is_a_config_error() {
         assert!(matches!(Host::Caller.runtime(), Err(LockError::Config(_))));
+    }
+
+    /// Sets its flag when dropped.
+    struct DropFlag(Arc<AtomicBool>);
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn detached_work_that_never_ends_is_dropped_at_its_bound() {
+        let host = Host::Background(crate::background::handle().unwrap());
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = DropFlag(dropped.clone());
+        let started = std::time::Instant::now();
+        host.detach(std::time::Duration::from_millis(50), async move {
+            let _flag = flag;
+            std::future::pending::<()>().await;
+        });
+        // Generous: the background thread may be starved under load.
+        while !dropped.load(Ordering::SeqCst) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the work outlived its bound"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(started.elapsed() >= std::time::Duration::from_millis(50));
     }
 
     #[tokio::test(start_paused = true)]

@@ -168,7 +168,7 @@ impl Locker {
         call: impl std::future::Future<Output = Result<T, LockError>> + Send,
     ) -> Result<T, LockError> {
         self.core.host.check_runtime()?;
-        let bound = self.core.config.call_bound() * 2;
+        let bound = self.core.config.two_calls_bound();
         let bounded = async move {
             match tokio::time::timeout(bound, call).await {
                 Ok(result) => result,

@@ -130,8 +130,12 @@ impl Backend {
             Topology::Memory(store) => node(NodeBackend::Memory(Arc::new(
                 memory::MemoryBackend::new(store.clone()),
             ))),
+            // Every lock call on one server runs inside an operation's own
+            // bound (an acquisition's, a release's, a clean-up's).
             Topology::Single(server) => node(NodeBackend::Single(Arc::new(
-                single::SingleBackend::connect(server.clone(), config).await?,
+                single::SingleBackend::connect(server.clone(), config)
+                    .await?
+                    .bounded_by_operations(),
             ))),
             Topology::Redlock { masters } => Ok(Backend::Redlock(
                 redlock::RedlockBackend::connect(masters, config, scripts).await?,

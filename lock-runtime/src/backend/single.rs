@@ -33,10 +33,29 @@ pub(crate) struct SingleBackend {
     manager_config: ConnectionManagerConfig,
     /// Upper bound of one call: reconnecting plus waiting for the answer.
     call_bound: Duration,
-    /// Whether [`Self::call_bound`] is enforced here: not for a Redlock
-    /// master, whose every call its round bounds already (a tighter bound,
-    /// and one timer per call instead of two).
-    bounds_calls: bool,
+    /// Which calls [`Self::call_bound`] is enforced on here; the others'
+    /// callers bound them.
+    own_bounds: OwnBounds,
+}
+
+/// Which calls a [`SingleBackend`] bounds itself with its call bound
+/// (reconnecting plus waiting for the answer). A timer costs about a
+/// thousand instructions to arm and disarm, so a call under several that
+/// end it for the same reason keeps only the one its caller needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OwnBounds {
+    /// Every call: a Sentinel's master, where a call must fail on its own
+    /// for the next one to go to a new master.
+    Every,
+    /// Renewals (the watchdog's batch has no bound around it) and calls on
+    /// the blocking connections (which have no response timeout). A
+    /// pooled lock call runs inside an operation's bound (an
+    /// acquisition's, a release's, a clean-up's), and the connection's
+    /// response timeout ends a wait for a frozen server's answer: the
+    /// locker's one server.
+    RenewalsAndBlocking,
+    /// None: a Redlock master, whose rounds bound every call.
+    None,
 }
 
 impl SingleBackend {
@@ -68,25 +87,43 @@ impl SingleBackend {
             blocking: (0..config.pool_size).map(|_| OnceCell::new()).collect(),
             manager_config,
             call_bound: config.call_bound(),
-            bounds_calls: true,
+            own_bounds: OwnBounds::Every,
         })
     }
 
-    /// This server as a Redlock master: its caller bounds every call.
-    pub(crate) fn bounded_by_caller(self) -> Self {
+    /// This server as a locker's one server: each lock call on a pooled
+    /// connection runs inside an operation's own bound (see
+    /// [`OwnBounds::RenewalsAndBlocking`]).
+    pub(crate) fn bounded_by_operations(self) -> Self {
         Self {
-            bounds_calls: false,
+            own_bounds: OwnBounds::RenewalsAndBlocking,
             ..self
         }
     }
 
-    /// `call` within the call bound, unless the caller bounds it.
+    /// This server as a Redlock master: each round bounds every call on
+    /// it, renewals included.
+    pub(crate) fn bounded_by_rounds(self) -> Self {
+        Self {
+            own_bounds: OwnBounds::None,
+            ..self
+        }
+    }
+
+    /// `call` on `route` within the call bound, unless its caller bounds it.
     async fn within<T>(
         &self,
+        route: Route,
         what: &str,
         call: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        if self.bounds_calls {
+        let own = match self.own_bounds {
+            OwnBounds::Every => true,
+            // The blocking connections have no response timeout.
+            OwnBounds::RenewalsAndBlocking => route.blocking,
+            OwnBounds::None => false,
+        };
+        if own {
             bounded(self.call_bound, what, call).await
         } else {
             Ok(call.await?)
@@ -104,27 +141,27 @@ impl SingleBackend {
         ReleaseFeed::PubSub(ClientSource::fixed(self.client.clone()))
     }
 
-    /// Runs `call` on `route`'s connection, within the call bound (see
-    /// [`Self::bounded_by_caller`]).
+    /// Runs `call` on `route`'s connection, within the call bound where
+    /// this server enforces it (see [`OwnBounds`]).
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         route: Route,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within("a lock script", call.run(&mut connection))
+        self.within(route, "a lock script", call.run(&mut connection))
             .await
     }
 
-    /// Runs the pipeline `pipe` on `route`'s connection, within the
-    /// call bound.
+    /// Runs the pipeline `pipe` on `route`'s connection, within the call
+    /// bound where this server enforces it (see [`OwnBounds`]).
     pub(crate) async fn run_plain<T: FromRedisValue>(
         &self,
         route: Route,
         pipe: &redis::Pipeline,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within("a lock pipeline", pipe.query_async(&mut connection))
+        self.within(route, "a lock pipeline", pipe.query_async(&mut connection))
             .await
     }
 
@@ -149,14 +186,20 @@ impl SingleBackend {
         Ok((answer, u32::try_from(acked).unwrap_or(0)))
     }
 
-    /// Runs `call` on the watchdog's connection, within the call bound.
+    /// Runs `call` on the watchdog's connection, within the call bound
+    /// unless a Redlock round bounds it.
     pub(crate) async fn run_renewal<T: FromRedisValue>(
         &self,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.renewals.clone();
-        self.within("a renewal script", call.run(&mut connection))
-            .await
+        let renewal = call.run(&mut connection);
+        match self.own_bounds {
+            OwnBounds::None => Ok(renewal.await?),
+            OwnBounds::Every | OwnBounds::RenewalsAndBlocking => {
+                bounded(self.call_bound, "a renewal script", renewal).await
+            }
+        }
     }
 
     /// Runs a batch script over all of `entries` in one call, on the

@@ -480,6 +480,13 @@ impl LockConfig {
     pub(crate) fn call_bound(&self) -> Duration {
         self.connect_timeout + self.response_timeout
     }
+
+    /// The bound of an operation of up to two calls (a release, a
+    /// clean-up, an inspection; an acquisition's besides its waits): the
+    /// one timer its calls run under.
+    pub(crate) fn two_calls_bound(&self) -> Duration {
+        self.call_bound() * 2
+    }
 }
 
 impl fmt::Debug for LockConfig {

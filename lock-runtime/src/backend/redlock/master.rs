@@ -72,7 +72,7 @@ impl Master {
     pub(super) async fn connect(&self) -> Result<(), LockError> {
         let result = SingleBackend::connect(self.info.clone(), &self.config)
             .await
-            .map(SingleBackend::bounded_by_caller);
+            .map(SingleBackend::bounded_by_rounds);
         if let Ok(backend) = &result {
             // The first rounds on a fresh master then take one round trip
             // and not two (`NOSCRIPT`, then the script in full): a round's
