@@ -6,11 +6,14 @@
 //! starts the servers, runs every [scenario](scenarios) of every
 //! [setup] for every [`Contender`], interleaved and repeated, then
 //! prints a table and writes `target/bench/results.json` and
-//! `target/bench/chart.svg`. This library
-//! holds everything but the rslock adapter, which needs rslock, a
+//! `target/bench/chart.svg`. Two more binaries measure the flash sale
+//! ([`hot_key`], `benches/hot_key`) and the client's instructions per
+//! pair ([`client_cost`], `benches/client_cost`). This library holds
+//! everything but the rslock adapter, which needs rslock, a
 //! dev-dependency.
 
 pub mod chart;
+pub mod client_cost;
 pub mod contender;
 pub mod cpu;
 pub mod gaps;
@@ -35,3 +38,12 @@ pub use plan::Plan;
 pub use results::Results;
 pub use samples::Samples;
 pub use summary::{RunResult, Stat, Summary};
+
+/// `target/bench` under the workspace root, whatever `CARGO_TARGET_DIR`
+/// is: where every benchmark writes its tables, JSON and charts.
+pub fn output_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target")
+        .join("bench")
+}

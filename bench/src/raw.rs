@@ -67,6 +67,38 @@ impl RawContender {
         })
     }
 
+    /// The same, with the connection's driver (the task that writes
+    /// requests and reads replies) on a current-thread runtime of a
+    /// thread of its own, one for the process, as the project drives its
+    /// connections: what raw code pays for the two thread crossings per
+    /// call that the project's guarantees cost (see the README's
+    /// benchmark section).
+    pub async fn connect_on_own_thread(url: &str) -> BenchResult<Self> {
+        static DRIVERS: std::sync::Mutex<Option<tokio::runtime::Handle>> =
+            std::sync::Mutex::new(None);
+        let handle = {
+            let mut drivers = DRIVERS.lock().unwrap_or_else(|e| e.into_inner());
+            match drivers.as_ref() {
+                Some(handle) => handle.clone(),
+                None => {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    let handle = runtime.handle().clone();
+                    std::thread::Builder::new()
+                        .name("raw-drivers".to_owned())
+                        .spawn(move || runtime.block_on(std::future::pending::<()>()))?;
+                    drivers.insert(handle).clone()
+                }
+            }
+        };
+        let url = url.to_owned();
+        handle
+            .spawn(async move { Self::connect(&url).await })
+            .await
+            .map_err(|err| format!("the raw drivers' thread: {err}"))?
+    }
+
     /// One `SET NX PX`: `Some(guard)` when taken, `None` when busy.
     async fn try_lock(&self, key: String, ttl: Duration) -> BenchResult<Option<RawGuard>> {
         let token = random_token()?;

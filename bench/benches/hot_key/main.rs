@@ -18,7 +18,6 @@
 
 mod worker;
 
-use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -289,7 +288,7 @@ fn print(rows: &[Row], bound: f64) {
 }
 
 fn write_json(rows: &[Row], bound: f64, quick: bool, work: Work) -> BenchResult<()> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    let dir = lock_bench::output_dir();
     std::fs::create_dir_all(&dir)?;
     let verdict: Vec<_> = verdict(rows, bound)
         .into_iter()

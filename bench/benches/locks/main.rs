@@ -16,7 +16,6 @@
 mod rslock_contender;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -162,6 +161,8 @@ enum Implementation {
     /// The project; `Some(n)` for a pool of n connections, `None` for the default.
     Project(Option<usize>),
     Raw,
+    /// Raw code with its connection driven from a thread of its own.
+    RawOwnThread,
     Rslock,
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
@@ -174,6 +175,7 @@ impl Implementation {
             Self::Project(None) => "project".to_owned(),
             Self::Project(Some(size)) => pool_name(size),
             Self::Raw => "raw".to_owned(),
+            Self::RawOwnThread => "raw_own_thread".to_owned(),
             Self::Rslock => "rslock".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
         }
@@ -194,7 +196,7 @@ impl Implementation {
                         .iter()
                         .map(|&size| Self::Project(Some(size))),
                 );
-                all.extend([Self::Raw, Self::Rslock]);
+                all.extend([Self::Raw, Self::RawOwnThread, Self::Rslock]);
                 all
             }
             _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
@@ -313,6 +315,10 @@ async fn run_one(
         }
         Implementation::Raw => {
             let connect = || RawContender::connect(url);
+            drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::RawOwnThread => {
+            let connect = || RawContender::connect_on_own_thread(url);
             drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::Rslock => {
@@ -485,7 +491,7 @@ fn publish(
         .collect();
     json["ratios"] = ratios::to_json(&ratios);
 
-    let dir = output_dir();
+    let dir = lock_bench::output_dir();
     std::fs::create_dir_all(&dir)?;
     // A pinned run keeps its own files, so both modes can be compared.
     let suffix = if plan.pinned { "-pinned" } else { "" };
@@ -544,10 +550,3 @@ fn cpu_pressure() -> Option<f64> {
 
 /// CPU pressure above which the run is reported as disturbed.
 const BUSY_PRESSURE: f64 = 10.0;
-
-/// `target/bench` under the workspace root, whatever CARGO_TARGET_DIR is.
-fn output_dir() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest.parent().map_or(manifest.clone(), PathBuf::from);
-    root.join("target").join("bench")
-}

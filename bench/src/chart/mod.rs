@@ -40,6 +40,7 @@ pub fn colour(implementation: &str) -> &'static str {
         "project_pool2" => "#6baed6",
         "project_pool4" => "#3182bd",
         "raw" => "#7f7f7f",
+        "raw_own_thread" => "#bdbdbd",
         "rslock" => "#d62728",
         "macro" => "#2ca02c",
         "handwritten" => "#9467bd",
