@@ -42,6 +42,7 @@ mod clock;
 mod config;
 mod core;
 mod error;
+mod forks;
 mod global;
 mod guard;
 mod handle;

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use crate::forks;
+
 /// The value stored in a lock key. Only the holder knows it, so only the
 /// holder can renew or release the lock. Deliberately not `Debug`-printable:
 /// a token in a log would let anyone reading the log release the lock.
@@ -55,11 +57,12 @@ thread_local! {
 /// at a time: one `getrandom` call serves [`RandomBytes::TOKENS`] tokens
 /// instead of one (a system call per acquisition showed in profiles).
 /// Per thread, and refilled in a forked child: a child must never hand
-/// out the secrets its parent will.
+/// out the secrets its parent will (see `crate::forks`).
 struct RandomBytes {
     bytes: [u8; 16 * Self::TOKENS],
     used: usize,
-    pid: u32,
+    /// The [`forks::lineage`] of the process that fetched `bytes`.
+    lineage: u64,
 }
 
 impl Default for RandomBytes {
@@ -67,7 +70,7 @@ impl Default for RandomBytes {
         Self {
             bytes: [0; 16 * Self::TOKENS],
             used: 16 * Self::TOKENS,
-            pid: 0,
+            lineage: 0,
         }
     }
 }
@@ -77,12 +80,12 @@ impl RandomBytes {
 
     /// The next 16 unused bytes (never the same twice).
     fn take(&mut self) -> [u8; 16] {
-        let pid = std::process::id();
-        if self.used == self.bytes.len() || self.pid != pid {
+        let lineage = forks::lineage();
+        if self.used == self.bytes.len() || self.lineage != lineage {
             if getrandom::fill(&mut self.bytes).is_err() {
                 return fallback_bytes();
             }
-            (self.used, self.pid) = (0, pid);
+            (self.used, self.lineage) = (0, lineage);
         }
         let mut taken = [0u8; 16];
         taken.copy_from_slice(&self.bytes[self.used..self.used + 16]);
@@ -200,6 +203,19 @@ mod tests {
             .map(|_| random.take())
             .collect();
         assert_eq!(secrets.len(), RandomBytes::TOKENS * 3);
+    }
+
+    /// A child forked while its parent's thread has secrets left never
+    /// hands out the ones the parent will.
+    #[cfg(unix)]
+    #[test]
+    fn a_forked_child_fetches_secrets_of_its_own() {
+        fn next_secret() -> [u8; 16] {
+            RANDOM.with(|random| random.borrow_mut().take())
+        }
+        next_secret();
+        let child = crate::forks::in_forked_child(next_secret);
+        assert_ne!(child, next_secret());
     }
 
     #[test]
