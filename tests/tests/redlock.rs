@@ -402,6 +402,60 @@ async fn a_master_restarted_empty_cannot_hand_a_held_lock_to_a_second_owner() {
     assert!(guard.is_some(), "every master granted a free lock");
 }
 
+/// A waiter listens on every master: a release message from any one of
+/// them wakes it, even when the others' messages never come (a releaser
+/// that reached only some masters, or deletes that land there later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_message_from_any_master_wakes_the_waiter() {
+    let masters = start_masters(3);
+    let url = url_of(&masters);
+    let key = lock_tests::fixtures::lock_key("rl-any");
+    let channel = format!("{key}:released");
+    // Another owner's lock, for a minute, on every master.
+    for master in &masters {
+        assert_eq!(
+            master.cmd(&["SET", &key, "other", "PX", "60000"]),
+            redis::Value::Okay
+        );
+    }
+    // Never polls: only a release message can wake it before the minute.
+    let forever = Duration::from_secs(3600);
+    let waiter = Locker::connect(config(&url).retry_backoff(forever, forever))
+        .await
+        .unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock("rl-any").wait(forever).acquire().await })
+    };
+    let subscribed = |master: &RedisServer| {
+        matches!(master.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            redis::Value::Array(reply) if reply.get(1) == Some(&redis::Value::Int(1)))
+    };
+    eventually("the waiter listens on every master, asleep", || {
+        masters.iter().all(subscribed) && waiter.stats().asleep == 1
+    })
+    .await;
+
+    // Freed everywhere, and announced by the last master alone.
+    for master in &masters {
+        master.cmd(&["DEL", &key]);
+    }
+    let announced = Instant::now();
+    masters[2].cmd(&["PUBLISH", &channel, "1"]);
+    let guard = tokio::time::timeout(SETTLE, waiting)
+        .await
+        .expect("the waiter slept through the release")
+        .unwrap()
+        .unwrap();
+    assert!(
+        announced.elapsed() < STALL_ROOM,
+        "{:?}",
+        announced.elapsed()
+    );
+    assert_eq!(waiter.stats().release_wakeups, 1, "{:?}", waiter.stats());
+    assert!(guard.release().await.unwrap());
+}
+
 /// New masters are in quarantine, yet every master granting lets them lock
 /// at once; each reads its uptime once, not once per acquisition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,15 @@
-//! The release listener: one pub/sub connection per locker, owned by a
-//! task that subscribes to exactly the channels someone waits on, turns each
-//! release message into a wake-up, and reconnects (and resubscribes) when
-//! the connection drops.
+//! The release listener: one pub/sub connection per locker and server it
+//! listens on (one, but each master on Redlock), owned by a task that
+//! subscribes to exactly the channels someone waits on, turns each release
+//! message into a wake-up, and reconnects (and resubscribes) when the
+//! connection drops.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::inbox::{Command, Inbox, Timeouts};
@@ -14,18 +17,18 @@ use super::sessions::{Session, SessionEnd, serve};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 
-/// Handle to the listener task; the task ends when every handle is dropped.
+/// Handle to the listener tasks; they end when every handle is dropped.
 #[derive(Clone)]
 pub(crate) struct ReleaseListener {
     waiters: Waiters,
-    /// To the listener task; none for the in-memory store, which hands
-    /// each release to the waiters itself.
-    commands: Option<mpsc::UnboundedSender<Command>>,
+    /// To each listener task (one per server it listens on); none for the
+    /// in-memory store, which hands each release to the waiters itself.
+    commands: Arc<[mpsc::UnboundedSender<Command>]>,
 }
 
 impl ReleaseListener {
-    /// Starts the listener task on the runtime `on` (none is needed for
-    /// the in-memory store). It connects only when the first waiter
+    /// Starts the listener tasks on the runtime `on` (none is needed for
+    /// the in-memory store). They connect only when the first waiter
     /// arrives.
     pub(crate) fn start(
         on: Option<&tokio::runtime::Handle>,
@@ -33,64 +36,88 @@ impl ReleaseListener {
         timeouts: Timeouts,
     ) -> Self {
         let waiters = Waiters::default();
-        let (commands, inbox) = mpsc::unbounded_channel();
+        let mut commands = Vec::new();
         match feed {
             ReleaseFeed::PubSub(source) => {
                 let sessions = PlainSessions { source, timeouts };
-                spawn_on(on, serve(sessions, waiters.clone(), inbox));
+                commands.push(spawn_listener(on, sessions, &waiters));
+            }
+            ReleaseFeed::EachOf(clients) => {
+                for client in clients {
+                    let source = ClientSource::fixed(client);
+                    let sessions = PlainSessions { source, timeouts };
+                    commands.push(spawn_listener(on, sessions, &waiters));
+                }
             }
             #[cfg(feature = "cluster")]
             ReleaseFeed::Sharded(client) => {
                 let sessions = super::sharded::ShardedSessions::new(client, timeouts);
-                spawn_on(on, serve(sessions, waiters.clone(), inbox));
+                commands.push(spawn_listener(on, sessions, &waiters));
             }
-            ReleaseFeed::Memory(store) => {
-                store.listen(Box::new(waiters.downgrade()));
-                return Self {
-                    waiters,
-                    commands: None,
-                };
-            }
+            ReleaseFeed::Memory(store) => store.listen(Box::new(waiters.downgrade())),
         }
         Self {
             waiters,
-            commands: Some(commands),
+            commands: commands.into(),
         }
     }
 
-    /// Joins the line of waiters on `channel`; returns once the server
-    /// confirmed the subscription (`true`), or the listener could not get
-    /// it (`false`: the waiter still works, on its timers alone).
+    /// Joins the line of waiters on `channel`; returns once a server
+    /// confirmed the subscription (`true`), or no listener could get it
+    /// (`false`: the waiter still works, on its timers alone). Listening on
+    /// several servers, the first confirmation is enough: a release after
+    /// it is heard there, and a frozen server must not hold the waiter up.
     pub(crate) async fn subscribe(&self, channel: &str) -> (Subscription, bool) {
-        let Some(commands) = &self.commands else {
+        if self.commands.is_empty() {
             // The in-memory store: in line is subscribed.
             return (self.waiters.join(channel, Box::new(|_| {})), true);
-        };
+        }
         let unsubscribe = {
-            let commands = commands.clone();
-            move |channel| {
-                let _ = commands.send(Command::Unsubscribe { channel });
+            let commands = self.commands.clone();
+            move |channel: String| {
+                for listener in commands.iter() {
+                    let channel = channel.clone();
+                    let _ = listener.send(Command::Unsubscribe { channel });
+                }
             }
         };
         let subscription = self.waiters.join(channel, Box::new(unsubscribe));
-        let (confirmed, confirmation) = oneshot::channel();
-        let request = Command::Subscribe {
-            channel: channel.to_owned(),
-            confirmed,
-        };
-        let confirmed = commands.send(request).is_ok() && matches!(confirmation.await, Ok(true));
+        let mut confirmations: FuturesUnordered<_> = self
+            .commands
+            .iter()
+            .map(|listener| {
+                let (confirmed, confirmation) = oneshot::channel();
+                let request = Command::Subscribe {
+                    channel: channel.to_owned(),
+                    confirmed,
+                };
+                let sent = listener.send(request).is_ok();
+                async move { sent && matches!(confirmation.await, Ok(true)) }
+            })
+            .collect();
+        let mut confirmed = false;
+        while let Some(answer) = confirmations.next().await {
+            if answer {
+                confirmed = true;
+                break;
+            }
+        }
         (subscription, confirmed)
     }
 }
 
-/// Runs the listener `task` on the runtime `on`.
-fn spawn_on(
+/// Starts a listener task serving sessions of `sessions` on the runtime
+/// `on`; answers the sender of its inbox.
+fn spawn_listener<S: Session + Send + 'static>(
     on: Option<&tokio::runtime::Handle>,
-    task: impl std::future::Future<Output = ()> + Send + 'static,
-) {
+    sessions: S,
+    waiters: &Waiters,
+) -> mpsc::UnboundedSender<Command> {
+    let (commands, inbox) = mpsc::unbounded_channel();
     if let Some(on) = on {
-        on.spawn(task);
+        on.spawn(serve(sessions, waiters.clone(), inbox));
     }
+    commands
 }
 
 /// Plain pub/sub sessions, each on the server the source names at the time.
@@ -107,9 +134,12 @@ impl Session for PlainSessions {
         waiters: &Waiters,
         inbox: &mut Inbox,
         pending: Vec<oneshot::Sender<bool>>,
+        after_gap: bool,
     ) -> SessionEnd {
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
-            Ok(Ok(client)) => session(&client, self.timeouts, waiters, inbox, pending).await,
+            Ok(Ok(client)) => {
+                session(&client, self.timeouts, waiters, inbox, pending, after_gap).await
+            }
             // No server to subscribe on right now (a failover in progress):
             // dropping `pending` lets those waiters go on their timers.
             Ok(Err(_)) | Err(_) => SessionEnd::Failed,
@@ -125,6 +155,7 @@ async fn session(
     waiters: &Waiters,
     inbox: &mut Inbox,
     pending: Vec<oneshot::Sender<bool>>,
+    after_gap: bool,
 ) -> SessionEnd {
     // Dropping `pending` on failure unblocks those waiters, unconfirmed.
     let Ok(Ok(pubsub)) = tokio::time::timeout(timeouts.connect, client.get_async_pubsub()).await
@@ -142,7 +173,9 @@ async fn session(
     }
     // Wake the waiters before confirming, so that a waiter confirmed here
     // does not also see this wake-up as a release.
-    waiters.wake_all();
+    if after_gap {
+        waiters.wake_all();
+    }
     for confirmed in pending {
         let _ = confirmed.send(true);
     }

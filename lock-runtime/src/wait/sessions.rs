@@ -28,25 +28,31 @@ pub(super) enum SessionEnd {
     NotPermitted,
 }
 
-/// One connection's life: subscribe to every channel `waiters` want, answer
-/// the `pending` requests (dropping them unblocks their waiters,
-/// unconfirmed), then serve the inbox and turn release messages into
-/// wake-ups until the connection fails or the locker is dropped.
+/// One connection's life: subscribe to every channel `waiters` want, wake
+/// them all if this connection follows a gap (`after_gap`: an earlier one
+/// failed, so releases may have gone unheard), answer the `pending`
+/// requests (dropping them unblocks their waiters, unconfirmed), then serve
+/// the inbox and turn release messages into wake-ups until the connection
+/// fails or the locker is dropped.
 pub(super) trait Session {
     /// The subscribe command, for logs (`SUBSCRIBE`, `SSUBSCRIBE`).
     const COMMAND: &'static str;
 
-    async fn run(
+    fn run(
         &mut self,
         waiters: &Waiters,
         inbox: &mut Inbox,
         pending: Vec<oneshot::Sender<bool>>,
-    ) -> SessionEnd;
+        after_gap: bool,
+    ) -> impl Future<Output = SessionEnd> + Send;
 }
 
 /// The listener task: sessions of `session` until the locker is dropped.
 pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbox: Inbox) {
     let mut pause = MIN_PAUSE;
+    // Before the first session nobody listened yet: each waiter tries
+    // again once its subscription is confirmed, so there is no gap.
+    let mut after_gap = false;
     loop {
         // Idle until someone waits: a process that never contends never
         // opens the connection.
@@ -59,9 +65,10 @@ pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbo
             }
         }
         let started = Instant::now();
-        let end = session.run(&waiters, &mut inbox, pending).await;
+        let end = session.run(&waiters, &mut inbox, pending, after_gap).await;
         // Anything published while we were not listening was missed.
         waiters.wake_all();
+        after_gap = true;
         match end {
             SessionEnd::Shutdown => return,
             SessionEnd::NotPermitted => {

@@ -51,8 +51,17 @@ impl Session for ShardedSessions {
         waiters: &Waiters,
         inbox: &mut Inbox,
         pending: Vec<oneshot::Sender<bool>>,
+        after_gap: bool,
     ) -> SessionEnd {
-        session(&self.client, self.timeouts, waiters, inbox, pending).await
+        session(
+            &self.client,
+            self.timeouts,
+            waiters,
+            inbox,
+            pending,
+            after_gap,
+        )
+        .await
     }
 }
 
@@ -64,6 +73,7 @@ async fn session(
     waiters: &Waiters,
     inbox: &mut Inbox,
     pending: Vec<oneshot::Sender<bool>>,
+    after_gap: bool,
 ) -> SessionEnd {
     let (push_sender, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
     let config = ClusterConfig::new()
@@ -93,7 +103,9 @@ async fn session(
     }
     // Wake the waiters before confirming, so that a waiter confirmed here
     // does not also see this wake-up as a release.
-    waiters.wake_all();
+    if after_gap {
+        waiters.wake_all();
+    }
     for confirmed in pending {
         let _ = confirmed.send(true);
     }

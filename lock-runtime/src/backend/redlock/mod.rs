@@ -18,10 +18,10 @@ pub(crate) use self::fan_out::Round;
 use futures_util::future::join_all;
 
 use self::master::Master;
+use super::ReleaseFeed;
 use super::flights::InFlight;
 use super::script::LuaScript;
 use super::single::SingleBackend;
-use super::{ClientSource, ReleaseFeed};
 use crate::config::LockConfig;
 use crate::error::LockError;
 
@@ -33,8 +33,6 @@ pub(crate) struct RedlockBackend {
     pool_size: usize,
     /// Upper bound of one call on one master.
     call_bound: Duration,
-    /// Where the release listener subscribes first.
-    first_reached: usize,
     /// For how long after its start a master's grants count only when
     /// every master granted.
     quarantine: Duration,
@@ -82,7 +80,6 @@ impl RedlockBackend {
             ))));
         }
         Ok(Self {
-            first_reached: results.iter().position(Result::is_ok).unwrap_or(0),
             masters: masters.into(),
             next: Arc::new(AtomicUsize::new(0)),
             pool_size: config.pool_size,
@@ -114,16 +111,9 @@ impl RedlockBackend {
         self.call_bound.min(ttl / 10)
     }
 
-    /// Release messages come from one master at a time, the next one after
-    /// each failure.
+    /// Release messages come from every master (see [`ReleaseFeed::EachOf`]).
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
-        let clients: Arc<[redis::Client]> =
-            self.masters.iter().map(|master| master.client()).collect();
-        let turn = Arc::new(AtomicUsize::new(self.first_reached));
-        ReleaseFeed::PubSub(ClientSource::new(move || {
-            let client = clients[turn.fetch_add(1, Ordering::Relaxed) % clients.len()].clone();
-            Box::pin(async move { Ok(client) })
-        }))
+        ReleaseFeed::EachOf(self.masters.iter().map(|master| master.client()).collect())
     }
 
     /// Starts `call` on each master of `masters`, each bounded by `bound`;
