@@ -13,7 +13,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::inbox::{Command, Inbox, Timeouts};
-use super::sessions::{Session, SessionEnd, serve};
+use super::sessions::{Opening, Session, SessionEnd, serve};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 
@@ -129,19 +129,11 @@ struct PlainSessions {
 impl Session for PlainSessions {
     const COMMAND: &'static str = "SUBSCRIBE";
 
-    async fn run(
-        &mut self,
-        waiters: &Waiters,
-        inbox: &mut Inbox,
-        pending: Vec<oneshot::Sender<bool>>,
-        after_gap: bool,
-    ) -> SessionEnd {
+    async fn run(&mut self, waiters: &Waiters, inbox: &mut Inbox, opening: Opening) -> SessionEnd {
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
-            Ok(Ok(client)) => {
-                session(&client, self.timeouts, waiters, inbox, pending, after_gap).await
-            }
+            Ok(Ok(client)) => session(&client, self.timeouts, waiters, inbox, opening).await,
             // No server to subscribe on right now (a failover in progress):
-            // dropping `pending` lets those waiters go on their timers.
+            // dropping `opening` lets its waiters go on their timers.
             Ok(Err(_)) | Err(_) => SessionEnd::Failed,
         }
     }
@@ -154,10 +146,9 @@ async fn session(
     timeouts: Timeouts,
     waiters: &Waiters,
     inbox: &mut Inbox,
-    pending: Vec<oneshot::Sender<bool>>,
-    after_gap: bool,
+    opening: Opening,
 ) -> SessionEnd {
-    // Dropping `pending` on failure unblocks those waiters, unconfirmed.
+    // Dropping `opening` on failure unblocks its waiters, unconfirmed.
     let Ok(Ok(pubsub)) = tokio::time::timeout(timeouts.connect, client.get_async_pubsub()).await
     else {
         return SessionEnd::Failed;
@@ -171,14 +162,7 @@ async fn session(
         }
         subscribed.extend(wanted);
     }
-    // Wake the waiters before confirming, so that a waiter confirmed here
-    // does not also see this wake-up as a release.
-    if after_gap {
-        waiters.wake_all();
-    }
-    for confirmed in pending {
-        let _ = confirmed.send(true);
-    }
+    opening.subscribed(waiters);
     loop {
         tokio::select! {
             command = inbox.recv() => match command {

@@ -28,12 +28,9 @@ pub(super) enum SessionEnd {
     NotPermitted,
 }
 
-/// One connection's life: subscribe to every channel `waiters` want, wake
-/// them all if this connection follows a gap (`after_gap`: an earlier one
-/// failed, so releases may have gone unheard), answer the `pending`
-/// requests (dropping them unblocks their waiters, unconfirmed), then serve
-/// the inbox and turn release messages into wake-ups until the connection
-/// fails or the locker is dropped.
+/// One connection's life: subscribe to every channel `waiters` want, then
+/// [`Opening::subscribed`], then serve the inbox and turn release messages
+/// into wake-ups until the connection fails or the locker is dropped.
 pub(super) trait Session {
     /// The subscribe command, for logs (`SUBSCRIBE`, `SSUBSCRIBE`).
     const COMMAND: &'static str;
@@ -42,9 +39,31 @@ pub(super) trait Session {
         &mut self,
         waiters: &Waiters,
         inbox: &mut Inbox,
-        pending: Vec<oneshot::Sender<bool>>,
-        after_gap: bool,
+        opening: Opening,
     ) -> impl Future<Output = SessionEnd> + Send;
+}
+
+/// What a session owes once it has subscribed to every wanted channel.
+pub(super) struct Opening {
+    /// Requests waiting for the session; dropping them (a session that
+    /// failed first) unblocks their waiters, unconfirmed.
+    pending: Vec<oneshot::Sender<bool>>,
+    /// An earlier session failed, so releases may have gone unheard since.
+    after_gap: bool,
+}
+
+impl Opening {
+    /// Subscribed: wakes every waiter after a gap, then confirms the
+    /// pending requests (in that order, so that a waiter confirmed here
+    /// does not also see the wake-up as a release).
+    pub(super) fn subscribed(self, waiters: &Waiters) {
+        if self.after_gap {
+            waiters.wake_all();
+        }
+        for confirmed in self.pending {
+            let _ = confirmed.send(true);
+        }
+    }
 }
 
 /// The listener task: sessions of `session` until the locker is dropped.
@@ -65,7 +84,8 @@ pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbo
             }
         }
         let started = Instant::now();
-        let end = session.run(&waiters, &mut inbox, pending, after_gap).await;
+        let opening = Opening { pending, after_gap };
+        let end = session.run(&waiters, &mut inbox, opening).await;
         // Anything published while we were not listening was missed.
         waiters.wake_all();
         after_gap = true;

@@ -25,10 +25,10 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::inbox::{Command, Inbox, Timeouts};
-use super::sessions::{Session, SessionEnd};
+use super::sessions::{Opening, Session, SessionEnd};
 use super::waiters::Waiters;
 
 /// Sharded pub/sub sessions on one cluster.
@@ -46,22 +46,8 @@ impl ShardedSessions {
 impl Session for ShardedSessions {
     const COMMAND: &'static str = "SSUBSCRIBE";
 
-    async fn run(
-        &mut self,
-        waiters: &Waiters,
-        inbox: &mut Inbox,
-        pending: Vec<oneshot::Sender<bool>>,
-        after_gap: bool,
-    ) -> SessionEnd {
-        session(
-            &self.client,
-            self.timeouts,
-            waiters,
-            inbox,
-            pending,
-            after_gap,
-        )
-        .await
+    async fn run(&mut self, waiters: &Waiters, inbox: &mut Inbox, opening: Opening) -> SessionEnd {
+        session(&self.client, self.timeouts, waiters, inbox, opening).await
     }
 }
 
@@ -72,15 +58,14 @@ async fn session(
     timeouts: Timeouts,
     waiters: &Waiters,
     inbox: &mut Inbox,
-    pending: Vec<oneshot::Sender<bool>>,
-    after_gap: bool,
+    opening: Opening,
 ) -> SessionEnd {
     let (push_sender, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
     let config = ClusterConfig::new()
         .set_connection_timeout(timeouts.connect)
         .set_response_timeout(timeouts.response)
         .set_push_sender(push_sender);
-    // Dropping `pending` on failure unblocks those waiters, unconfirmed.
+    // Dropping `opening` on failure unblocks its waiters, unconfirmed.
     let Ok(Ok(connection)) = tokio::time::timeout(
         timeouts.connect,
         client.get_async_connection_with_config(config),
@@ -101,14 +86,7 @@ async fn session(
             return end;
         }
     }
-    // Wake the waiters before confirming, so that a waiter confirmed here
-    // does not also see this wake-up as a release.
-    if after_gap {
-        waiters.wake_all();
-    }
-    for confirmed in pending {
-        let _ = confirmed.send(true);
-    }
+    opening.subscribed(waiters);
     loop {
         tokio::select! {
             command = inbox.recv() => match command {
