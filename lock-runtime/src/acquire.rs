@@ -146,7 +146,7 @@ impl<'a> Attempt<'a> {
             }
             let (sent_at, reply) = self.send(!contended).await?;
             let left = self.plan.wait.saturating_sub(self.since(started));
-            let pttl = match reply {
+            let (pttl, sightings) = match reply {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
                         let won = Won::from_server(fence, sent_at);
@@ -186,7 +186,7 @@ impl<'a> Attempt<'a> {
                     tokio::time::sleep(backoff.next_pause().min(left)).await;
                     continue;
                 }
-                AcquireReply::Busy { pttl } => pttl,
+                AcquireReply::Busy { pttl, sightings } => (pttl, sightings),
             };
             contended = true;
             if left.is_zero() {
@@ -215,13 +215,27 @@ impl<'a> Attempt<'a> {
             .min(left);
             let counters = self.core.counters.clone();
             let asleep = counters.fall_asleep();
+            let timer = tokio::time::sleep(pause);
+            tokio::pin!(timer);
             match self.subscription() {
-                Some(subscription) => tokio::select! {
-                    () = subscription.released() => Counters::bump(&counters.release_wakeups),
-                    () = tokio::time::sleep(pause) => Counters::bump(&counters.timer_wakeups),
+                // Woken by what the try already saw (on Redlock, another
+                // master's message of the same release): sleep on.
+                Some(subscription) => loop {
+                    tokio::select! {
+                        () = subscription.released() => {
+                            if subscription.take_news(sightings.as_ref()) {
+                                Counters::bump(&counters.release_wakeups);
+                                break;
+                            }
+                        }
+                        () = &mut timer => {
+                            Counters::bump(&counters.timer_wakeups);
+                            break;
+                        }
+                    }
                 },
                 None => {
-                    tokio::time::sleep(pause).await;
+                    timer.await;
                     Counters::bump(&counters.timer_wakeups);
                 }
             }

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::inbox::{Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd, serve};
+use super::sightings::Release;
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 
@@ -39,13 +40,21 @@ impl ReleaseListener {
         let mut commands = Vec::new();
         match feed {
             ReleaseFeed::PubSub(source) => {
-                let sessions = PlainSessions { source, timeouts };
+                let sessions = PlainSessions {
+                    source,
+                    master: 0,
+                    timeouts,
+                };
                 commands.push(spawn_listener(on, sessions, &waiters));
             }
             ReleaseFeed::EachOf(clients) => {
-                for client in clients {
+                for (master, client) in clients.into_iter().enumerate() {
                     let source = ClientSource::fixed(client);
-                    let sessions = PlainSessions { source, timeouts };
+                    let sessions = PlainSessions {
+                        source,
+                        master,
+                        timeouts,
+                    };
                     commands.push(spawn_listener(on, sessions, &waiters));
                 }
             }
@@ -123,6 +132,8 @@ fn spawn_listener<S: Session + Send + 'static>(
 /// Plain pub/sub sessions, each on the server the source names at the time.
 struct PlainSessions {
     source: ClientSource,
+    /// Which master its messages come from (Redlock; 0 elsewhere).
+    master: usize,
     timeouts: Timeouts,
 }
 
@@ -131,7 +142,9 @@ impl Session for PlainSessions {
 
     async fn run(&mut self, waiters: &Waiters, inbox: &mut Inbox, opening: Opening) -> SessionEnd {
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
-            Ok(Ok(client)) => session(&client, self.timeouts, waiters, inbox, opening).await,
+            Ok(Ok(client)) => {
+                session(&client, self.master, self.timeouts, waiters, inbox, opening).await
+            }
             // No server to subscribe on right now (a failover in progress):
             // dropping `opening` lets its waiters go on their timers.
             Ok(Err(_)) | Err(_) => SessionEnd::Failed,
@@ -143,6 +156,7 @@ impl Session for PlainSessions {
 /// subscription requests and dispatch release messages until it fails.
 async fn session(
     client: &redis::Client,
+    master: usize,
     timeouts: Timeouts,
     waiters: &Waiters,
     inbox: &mut Inbox,
@@ -188,7 +202,10 @@ async fn session(
                 None => return SessionEnd::Shutdown,
             },
             message = messages.next() => match message {
-                Some(message) => waiters.wake_one(message.get_channel_name()),
+                Some(message) => {
+                    let release = Release::from_payload(master, message.get_payload_bytes());
+                    waiters.wake_one(message.get_channel_name(), release);
+                }
                 None => return SessionEnd::Failed,
             },
         }

@@ -11,6 +11,8 @@
 //! - `sharded`: its sessions on a Redis Cluster (sharded pub/sub).
 //! - [`waiters`]: who waits on which channel, and whom a release wakes: the
 //!   longest waiter only, so a release costs one retry, not one per waiter.
+//! - [`sightings`]: on Redlock, which of a release's messages (one per
+//!   master) are news to a waiter, after what its last try saw.
 //! - [`turns`]: the tasks of one locker waiting for the same lock queue in
 //!   the process; only the first in line contends on the server.
 //! - [`backoff`]: the timer of last resort.
@@ -21,11 +23,13 @@ mod listener;
 mod sessions;
 #[cfg(feature = "cluster")]
 mod sharded;
+mod sightings;
 mod turns;
 mod waiters;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
+pub(crate) use sightings::{Seen, Sightings};
 pub(crate) use turns::{Turn, Turns};
 pub(crate) use waiters::Subscription;

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 
 use super::inbox::{Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd};
+use super::sightings::Release;
 use super::waiters::Waiters;
 
 /// Sharded pub/sub sessions on one cluster.
@@ -128,7 +129,9 @@ async fn on_push(
     match push.kind {
         PushKind::SMessage | PushKind::Message => {
             if let Some(message) = redis::Msg::from_push_info(push) {
-                waiters.wake_one(message.get_channel_name());
+                // One source: every message is news (no sightings).
+                let release = Release::from_payload(0, message.get_payload_bytes());
+                waiters.wake_one(message.get_channel_name(), release);
             }
         }
         // The crate reconnects that node and subscribes it again to what

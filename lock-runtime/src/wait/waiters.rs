@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use futures_util::FutureExt;
 use tokio::sync::Notify;
 
+use super::sightings::{Release, Sightings};
+
 /// Every channel someone in this process waits on, with its waiters in
 /// arrival order.
 #[derive(Clone, Default)]
@@ -28,14 +30,43 @@ struct Waiter {
     wake: Notify,
     /// Woken and not yet retried: a wake-up to hand on if it leaves.
     woken: AtomicBool,
+    /// What woke it since it last tried.
+    heard: Mutex<Heard>,
 }
 
+/// The wake-ups of one waiter since its last try.
+#[derive(Default)]
+struct Heard {
+    releases: Vec<Release>,
+    /// A wake-up that is news whatever the try saw (the listener was
+    /// down, a leaving waiter handed its wake-up on, or too many to keep).
+    anything: bool,
+}
+
+/// Release messages a waiter keeps between two tries; more count as news.
+const KEPT_RELEASES: usize = 16;
+
 impl Waiter {
-    fn wake(&self) {
+    /// Wakes the waiter for `release`, or for anything (`None`).
+    fn wake(&self, release: Option<Release>) {
+        {
+            let mut heard = self.heard();
+            match release {
+                Some(release) if heard.releases.len() < KEPT_RELEASES => {
+                    heard.releases.push(release);
+                }
+                _ => heard.anything = true,
+            }
+        }
         self.woken.store(true, Ordering::SeqCst);
         // Stores a permit when the waiter is busy retrying, so the wake-up
         // is not lost: its next wait returns at once.
         self.wake.notify_one();
+    }
+
+    fn heard(&self) -> MutexGuard<'_, Heard> {
+        // Plain data: consistent even if a holder panicked mid-update.
+        self.heard.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -85,9 +116,9 @@ impl Waiters {
     }
 
     /// A release on `channel`: wake the longest waiter.
-    pub(crate) fn wake_one(&self, channel: &str) {
+    pub(crate) fn wake_one(&self, channel: &str, release: Release) {
         if let Some(first) = self.lock().get(channel).and_then(VecDeque::front) {
-            first.wake();
+            first.wake(Some(release));
         }
     }
 
@@ -100,7 +131,7 @@ impl Waiters {
     /// Releases may have gone unheard: wake everyone.
     pub(crate) fn wake_all(&self) {
         for line in self.lock().values() {
-            line.iter().for_each(|waiter| waiter.wake());
+            line.iter().for_each(|waiter| waiter.wake(None));
         }
     }
 
@@ -117,7 +148,12 @@ impl crate::memory::Listener for WeakWaiters {
     fn released(&self, channel: &str) -> bool {
         match self.0.upgrade() {
             Some(channels) => {
-                Waiters { channels }.wake_one(channel);
+                // The store's own message: one source, news to anyone.
+                let release = Release {
+                    master: 0,
+                    deleted_at: None,
+                };
+                Waiters { channels }.wake_one(channel, release);
                 true
             }
             None => false,
@@ -140,11 +176,29 @@ impl Subscription {
         self.waiter.woken.store(false, Ordering::SeqCst);
         // Consumes a stored permit, if any.
         let _ = self.waiter.wake.notified().now_or_never();
+        *self.waiter.heard() = Heard::default();
     }
 
     /// Completes at this waiter's next wake-up since [`Self::mark_seen`].
     pub(crate) async fn released(&mut self) {
         self.waiter.wake.notified().await;
+    }
+
+    /// Whether the wake-ups since the last try bring news to a try that
+    /// saw `sightings` (every wake-up does, without them); forgets those
+    /// that do not, so that they are not handed on either.
+    pub(crate) fn take_news(&mut self, sightings: Option<&Sightings>) -> bool {
+        let mut heard = self.waiter.heard();
+        let news = heard.anything
+            || heard
+                .releases
+                .iter()
+                .any(|release| sightings.is_none_or(|sightings| sightings.is_news(*release)));
+        if !news {
+            *heard = Heard::default();
+            self.waiter.woken.store(false, Ordering::SeqCst);
+        }
+        news
     }
 }
 
@@ -159,7 +213,7 @@ impl Drop for Subscription {
             // Leaving with an unused wake-up: the release it stood for
             // belongs to the next in line.
             if let Some(next) = line.front() {
-                next.wake();
+                next.wake(None);
             }
         }
         if line.is_empty() {
@@ -182,12 +236,16 @@ mod tests {
         subscription.waiter.woken.load(Ordering::SeqCst)
     }
 
+    fn from(master: usize, deleted_at: Option<u64>) -> Release {
+        Release { master, deleted_at }
+    }
+
     #[test]
     fn a_release_wakes_only_the_longest_waiter() {
         let waiters = Waiters::default();
         let first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c");
+        waiters.wake_one("c", from(0, None));
         assert!(is_woken(&first));
         assert!(!is_woken(&second));
     }
@@ -197,7 +255,7 @@ mod tests {
         let waiters = Waiters::default();
         let first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c");
+        waiters.wake_one("c", from(0, None));
         drop(first);
         assert!(is_woken(&second));
     }
@@ -207,7 +265,7 @@ mod tests {
         let waiters = Waiters::default();
         let mut first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c");
+        waiters.wake_one("c", from(0, None));
         first.mark_seen();
         drop(first);
         assert!(!is_woken(&second));
@@ -230,7 +288,7 @@ mod tests {
         let waiters = Waiters::default();
         let mut waiter = join(&waiters, "c");
         waiter.mark_seen();
-        waiters.wake_one("c"); // arrives while the waiter is retrying
+        waiters.wake_one("c", from(0, None)); // arrives while the waiter is retrying
         tokio::time::timeout(std::time::Duration::from_secs(1), waiter.released())
             .await
             .expect("the wake-up was lost");
@@ -251,5 +309,41 @@ mod tests {
         let b2 = join(&waiters, "b");
         waiters.wake_all();
         assert!(is_woken(&a) && is_woken(&b) && is_woken(&b2));
+    }
+
+    #[test]
+    fn news_is_judged_against_what_the_last_try_saw() {
+        use crate::wait::sightings::Seen;
+        let waiters = Waiters::default();
+        let mut waiter = join(&waiters, "c");
+        let seen = Sightings::new(vec![Seen::BusyAt(100), Seen::Free]);
+        // The same release told again by a master free at the try, and by
+        // one that was taken again before the try reached it: nothing new.
+        waiter.mark_seen();
+        waiters.wake_one("c", from(1, Some(150)));
+        waiters.wake_one("c", from(0, Some(90)));
+        assert!(!waiter.take_news(Some(&seen)));
+        assert!(!is_woken(&waiter), "an old wake-up would be handed on");
+        // A delete after the busy answer is.
+        waiters.wake_one("c", from(0, Some(120)));
+        assert!(waiter.take_news(Some(&seen)));
+        // Without sightings every release is news.
+        waiter.mark_seen();
+        waiters.wake_one("c", from(1, Some(150)));
+        assert!(waiter.take_news(None));
+    }
+
+    #[test]
+    fn a_wake_up_for_anything_is_news_whatever_was_seen() {
+        use crate::wait::sightings::Seen;
+        let waiters = Waiters::default();
+        let mut waiter = join(&waiters, "c");
+        let seen = Sightings::new(vec![Seen::Free]);
+        waiter.mark_seen();
+        waiters.wake_all();
+        assert!(waiter.take_news(Some(&seen)));
+        // Trying again forgets it.
+        waiter.mark_seen();
+        assert!(!waiter.take_news(Some(&seen)));
     }
 }

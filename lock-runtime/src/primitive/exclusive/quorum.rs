@@ -94,6 +94,7 @@ use crate::error::LockError;
 use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
 use crate::token::OwnerToken;
+use crate::wait::{Seen, Sightings};
 
 /// One acquire round on every master (see the module docs).
 pub(crate) async fn acquire(
@@ -153,10 +154,13 @@ pub(crate) async fn acquire(
         },
     );
     let mut votes = AcquireVotes::new(total);
+    let mut seen = vec![Seen::Unknown; total];
     let mut answered = 0;
     while let Some((index, answer)) = round.recv().await {
         answered += 1;
-        votes.add(index, vote(answer));
+        let (vote, sighting) = vote(answer);
+        votes.add(index, vote);
+        seen[index] = sighting;
         if votes.decided().is_some() {
             break;
         }
@@ -205,7 +209,10 @@ pub(crate) async fn acquire(
         }
         Verdict::Busy { pttl } => {
             clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
-            Ok(AcquireReply::Busy { pttl })
+            Ok(AcquireReply::Busy {
+                pttl,
+                sightings: Some(Sightings::new(seen)),
+            })
         }
         Verdict::Failed { granted, down } => {
             clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
@@ -219,27 +226,32 @@ pub(crate) async fn acquire(
 }
 
 /// One master's acquire answer (`{1, fence, quarantine left}` or
-/// `{0, pttl}`) as a vote.
-fn vote(answer: Result<Vec<i64>, LockError>) -> Vote {
+/// `{0, pttl, now}`) as a vote, and what it showed of the master.
+fn vote(answer: Result<Vec<i64>, LockError>) -> (Vote, Seen) {
     let answer = match answer {
         Ok(answer) => answer,
         Err(err) => {
-            return Vote::Failed {
-                down: is_down(&err),
-            };
+            let down = is_down(&err);
+            return (Vote::Failed { down }, Seen::Unknown);
         }
     };
     match *answer.as_slice() {
-        [1, fence, left] if left > 0 => Vote::Fresh {
-            fence: u64::try_from(fence).unwrap_or(0),
-            left: Duration::from_millis(left.unsigned_abs()),
-        },
+        [1, fence, left] if left > 0 => {
+            let fresh = Vote::Fresh {
+                fence: u64::try_from(fence).unwrap_or(0),
+                left: Duration::from_millis(left.unsigned_abs()),
+            };
+            (fresh, Seen::Free)
+        }
         [granted, value, ..] => match AcquireReply::from_script((granted, value)) {
-            AcquireReply::Acquired { fence } => Vote::Granted(fence),
-            AcquireReply::Busy { pttl } => Vote::Busy(pttl),
-            _ => Vote::Failed { down: false },
+            AcquireReply::Acquired { fence } => (Vote::Granted(fence), Seen::Free),
+            AcquireReply::Busy { pttl, .. } => {
+                let at = answer.get(2).and_then(|&now| u64::try_from(now).ok());
+                (Vote::Busy(pttl), at.map_or(Seen::Unknown, Seen::BusyAt))
+            }
+            _ => (Vote::Failed { down: false }, Seen::Unknown),
         },
-        _ => Vote::Failed { down: false },
+        _ => (Vote::Failed { down: false }, Seen::Unknown),
     }
 }
 

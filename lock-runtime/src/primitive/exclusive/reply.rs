@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::wait::Sightings;
 
 /// What one acquire step found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) enum AcquireReply {
     /// The caller owns the lock now; `fence` is its fencing token.
     Acquired {
@@ -18,6 +19,9 @@ pub(crate) enum AcquireReply {
     Busy {
         /// Remaining lease of the current owner.
         pttl: Option<Duration>,
+        /// What a Redlock round saw on each master, which tells the release
+        /// messages that follow apart (none elsewhere: every one is news).
+        sightings: Option<Sightings>,
     },
     /// Nothing is known: the call did not run this time (a cluster slot in
     /// mid-migration), but an earlier try of the same acquisition may hold
@@ -49,6 +53,7 @@ impl AcquireReply {
             // A negative PTTL: no expiry (-1) or gone meanwhile (-2).
             AcquireReply::Busy {
                 pttl: u64::try_from(value).ok().map(Duration::from_millis),
+                sightings: None,
             }
         }
     }
@@ -96,22 +101,26 @@ mod tests {
 
     #[test]
     fn reads_grants_and_busy_answers() {
-        assert_eq!(
+        assert!(matches!(
             AcquireReply::from_script((1, 1_763_812_345_678_901)),
             AcquireReply::Acquired {
                 fence: 1_763_812_345_678_901
             }
-        );
-        assert_eq!(
+        ));
+        assert!(matches!(
             AcquireReply::from_script((0, 250)),
             AcquireReply::Busy {
-                pttl: Some(Duration::from_millis(250))
-            }
-        );
-        assert_eq!(
+                pttl: Some(pttl),
+                sightings: None,
+            } if pttl == Duration::from_millis(250)
+        ));
+        assert!(matches!(
             AcquireReply::from_script((0, -1)),
-            AcquireReply::Busy { pttl: None }
-        );
+            AcquireReply::Busy {
+                pttl: None,
+                sightings: None
+            }
+        ));
     }
 
     #[test]

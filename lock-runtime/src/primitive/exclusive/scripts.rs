@@ -114,7 +114,10 @@ return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 /// slot's source node makes Redis answer `TRYAGAIN`, and a channel never
 /// exists as a key. A server without `SPUBLISH` (before Redis 7) gets a
 /// plain `PUBLISH`. The value is ours when it is the token, marked or not.
-/// Returns 1 when deleted, 0 when the lock was gone or someone else's.
+/// The message is the server's clock at the delete, in µs: a Redlock
+/// waiter compares it with when that master last answered it busy (see
+/// `crate::wait::Sightings`). Returns 1 when deleted, 0 when the lock was
+/// gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
@@ -127,10 +130,12 @@ if held ~= ARGV[1] .. '~' then
     return 0
 end
 redis.call('DEL', KEYS[1])
+local now = redis.call('TIME')
+local at = now[1] .. string.format('%06d', now[2])
 if ARGV[3] == 'PUBLISH' then
-    redis.call('PUBLISH', ARGV[2], '1')
-elseif not pcall(redis.call, ARGV[3], ARGV[2], '1') then
-    redis.call('PUBLISH', ARGV[2], '1')
+    redis.call('PUBLISH', ARGV[2], at)
+elseif not pcall(redis.call, ARGV[3], ARGV[2], at) then
+    redis.call('PUBLISH', ARGV[2], at)
 end
 return 1
 "#,
@@ -224,15 +229,18 @@ return {held, redis.call('PTTL', KEYS[1])}
 /// (`Locker::force_unlock`). The holder learns of it at its next renewal.
 ///
 /// `KEYS[1]` lock; `ARGV[1]` release channel, `ARGV[2]` the publish
-/// command (as [`RELEASE`]). Returns 1 when something was deleted.
+/// command (as [`RELEASE`], with the same message). Returns 1 when
+/// something was deleted.
 pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
 if redis.call('DEL', KEYS[1]) == 0 then
     return 0
 end
-if not pcall(redis.call, ARGV[2], ARGV[1], '1') then
-    redis.call('PUBLISH', ARGV[1], '1')
+local now = redis.call('TIME')
+local at = now[1] .. string.format('%06d', now[2])
+if not pcall(redis.call, ARGV[2], ARGV[1], at) then
+    redis.call('PUBLISH', ARGV[1], at)
 end
 return 1
 "#,
@@ -275,7 +283,8 @@ return renewed
 /// restart quarantine in ms, `ARGV[4]` whether to mark a busy lock (as
 /// [`ACQUIRE`]'s `ARGV[3]`). Returns `{1, fence, left}` when granted, where
 /// `left` is the quarantine still to run in ms (0 once passed), or
-/// `{0, pttl}` as [`ACQUIRE`]. A counter below [`SEEDED`] (missing, or
+/// `{0, pttl, now}` when busy, `now` the master's clock in µs (compared
+/// with the release messages it sends later). A counter below [`SEEDED`] (missing, or
 /// counted up from nothing by plain `INCR`s) is first set to the master's
 /// clock (µs), so that a master that lost its data does not start again
 /// from 1. A retry that finds the lock ours is answered with a fresh
@@ -301,7 +310,8 @@ if held and held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
     if ARGV[4] ~= '0' and string.sub(held, -1) ~= '~' then
         redis.call('APPEND', KEYS[1], '~')
     end
-    return {0, redis.call('PTTL', KEYS[1])}
+    local now = redis.call('TIME')
+    return {0, redis.call('PTTL', KEYS[1]), tonumber(now[1] .. string.format('%06d', now[2]))}
 end
 local left = 0
 local quarantine = tonumber(ARGV[3])

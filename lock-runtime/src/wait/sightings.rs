@@ -1,0 +1,121 @@
+//! Which release messages are news to a Redlock waiter.
+//!
+//! A release deletes the lock on every master, and each master that
+//! deleted a marked lock publishes a message of its own: one release
+//! reaches a waiter once per master, at moments of their own. The waiter
+//! wakes at the first and tries again; the others mostly tell it the same
+//! release again, and each would cost another round on every master. Yet
+//! a later message can be news: a master whose delete landed after the try
+//! found the lock still there (a stall, or a restart quarantine, which
+//! needs every master).
+//!
+//! Each master's own clock tells them apart, compared only with itself:
+//! a release message carries the time of the delete, and a busy answer the
+//! time the master gave it. A message is news when the master it came
+//! from answered the last try busy *before* that delete (it was freed
+//! since), or when the try learnt nothing from that master. A master that
+//! was free at the try has nothing to tell: any later owner's majority
+//! includes a master the try found busy or did not hear from, whose
+//! message is news.
+
+use std::sync::Arc;
+
+/// What one master showed an acquire round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Free (it granted, maybe only in quarantine): its messages are old.
+    Free,
+    /// Held by another owner when it answered, at this time of its clock
+    /// (µs).
+    BusyAt(u64),
+    /// No answer, or none that said when.
+    Unknown,
+}
+
+/// What a Redlock round saw on each master, by master index.
+#[derive(Clone, Debug)]
+pub(crate) struct Sightings(Arc<[Seen]>);
+
+/// One release message: the master it came from (0 where there is one
+/// server) and the time of its delete on that master's clock, when it
+/// said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Release {
+    pub(crate) master: usize,
+    pub(crate) deleted_at: Option<u64>,
+}
+
+impl Release {
+    /// A message from `master` whose payload is `payload`: the time of the
+    /// delete in µs since the Unix epoch, as the release scripts publish
+    /// it. Anything else (an older release script's `1`) says no time.
+    pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
+        // 2001 in µs: below it, not a clock.
+        const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
+        let deleted_at = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .filter(|&at| at >= CLOCK_FLOOR);
+        Self { master, deleted_at }
+    }
+}
+
+impl Sightings {
+    /// The sightings of one round, by master index.
+    pub(crate) fn new(seen: Vec<Seen>) -> Self {
+        Self(seen.into())
+    }
+
+    /// Whether `release` tells a waiter that saw this something new.
+    pub(crate) fn is_news(&self, release: Release) -> bool {
+        match (self.0.get(release.master), release.deleted_at) {
+            (Some(Seen::Free), _) => false,
+            (Some(Seen::BusyAt(busy)), Some(deleted)) => deleted > *busy,
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(master: usize, deleted_at: Option<u64>) -> Release {
+        Release { master, deleted_at }
+    }
+
+    #[test]
+    fn a_delete_after_the_busy_answer_is_news_and_one_before_is_not() {
+        let seen = Sightings::new(vec![Seen::BusyAt(100), Seen::Free, Seen::Unknown]);
+        assert!(seen.is_news(release(0, Some(101))));
+        assert!(!seen.is_news(release(0, Some(100))));
+        assert!(!seen.is_news(release(0, Some(99))));
+    }
+
+    #[test]
+    fn a_free_master_tells_nothing_and_an_unknown_one_everything() {
+        let seen = Sightings::new(vec![Seen::BusyAt(100), Seen::Free, Seen::Unknown]);
+        assert!(!seen.is_news(release(1, Some(500))));
+        assert!(!seen.is_news(release(1, None)));
+        assert!(seen.is_news(release(2, Some(1))));
+        assert!(seen.is_news(release(2, None)));
+    }
+
+    #[test]
+    fn a_message_without_a_time_or_from_elsewhere_is_news() {
+        let seen = Sightings::new(vec![Seen::BusyAt(100)]);
+        assert!(seen.is_news(release(0, None)));
+        assert!(seen.is_news(release(7, Some(1))));
+    }
+
+    #[test]
+    fn payloads_are_read_as_times_or_nothing() {
+        assert_eq!(
+            Release::from_payload(2, b"1732500000123456"),
+            release(2, Some(1_732_500_000_123_456))
+        );
+        assert_eq!(Release::from_payload(0, b"1"), release(0, None));
+        assert_eq!(Release::from_payload(0, b"x"), release(0, None));
+        assert_eq!(Release::from_payload(0, b""), release(0, None));
+    }
+}
