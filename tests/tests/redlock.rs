@@ -402,69 +402,137 @@ async fn a_master_restarted_empty_cannot_hand_a_held_lock_to_a_second_owner() {
     assert!(guard.is_some(), "every master granted a free lock");
 }
 
+/// A waiter that never polls (only a release message can wake it).
+async fn patient_waiter(url: &str) -> Locker {
+    let forever = Duration::from_secs(3600);
+    Locker::connect(config(url).retry_backoff(forever, forever))
+        .await
+        .unwrap()
+}
+
+/// `waiter` waiting for lock `name`, held for a minute by another owner on
+/// `held_on`, once it is asleep and its listener is subscribed on each of
+/// `listening`.
+async fn waiting_for(
+    waiter: &Locker,
+    name: &'static str,
+    held_on: &[&RedisServer],
+    listening: &[&RedisServer],
+) -> tokio::task::JoinHandle<Result<lock_runtime::LockGuard, LockError>> {
+    let key = lock_tests::fixtures::lock_key(name);
+    for master in held_on {
+        assert_eq!(
+            master.cmd(&["SET", &key, "other", "PX", "60000"]),
+            redis::Value::Okay
+        );
+    }
+    let waiting = {
+        let waiter = waiter.clone();
+        let forever = Duration::from_secs(3600);
+        tokio::spawn(async move { waiter.lock(name).wait(forever).acquire().await })
+    };
+    let channel = format!("{key}:released");
+    let subscribed = |master: &&RedisServer| {
+        matches!(master.cmd(&["PUBSUB", "NUMSUB", &channel]),
+            redis::Value::Array(reply) if reply.get(1) == Some(&redis::Value::Int(1)))
+    };
+    eventually("the waiter listens on every live master, asleep", || {
+        listening.iter().all(subscribed) && waiter.stats().asleep == 1
+    })
+    .await;
+    waiting
+}
+
+/// Frees lock `name` on `held_on` and announces it on `announcer` alone;
+/// the lock `waiting` waits for, once it has it.
+async fn free_and_announce(
+    name: &str,
+    held_on: &[&RedisServer],
+    announcer: &RedisServer,
+    waiting: tokio::task::JoinHandle<Result<lock_runtime::LockGuard, LockError>>,
+) -> lock_runtime::LockGuard {
+    let key = lock_tests::fixtures::lock_key(name);
+    for master in held_on {
+        master.cmd(&["DEL", &key]);
+    }
+    announce_release(announcer, &format!("{key}:released"));
+    tokio::time::timeout(SETTLE, waiting)
+        .await
+        .expect("the waiter slept through the release")
+        .unwrap()
+        .unwrap()
+}
+
+/// Has `waiter`'s listeners on `live` masters connected: each one's first
+/// connection wakes every waiter once (another may already listen), which
+/// a test of wake-ups must not count.
+async fn warm_up(waiter: &Locker, live: &[&RedisServer]) {
+    let waiting = waiting_for(waiter, "rl-warm", live, live).await;
+    let guard = free_and_announce("rl-warm", live, live[0], waiting).await;
+    assert!(guard.release().await.unwrap());
+}
+
 /// A waiter listens on every master: a release message from any one of
 /// them wakes it, even when the others' messages never come (a releaser
 /// that reached only some masters, or deletes that land there later).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_message_from_any_master_wakes_the_waiter() {
     let masters = start_masters(3);
-    let url = url_of(&masters);
-    let key = lock_tests::fixtures::lock_key("rl-any");
-    let channel = format!("{key}:released");
-    // Another owner's lock, for a minute, on every master.
-    for master in &masters {
-        assert_eq!(
-            master.cmd(&["SET", &key, "other", "PX", "60000"]),
-            redis::Value::Okay
-        );
-    }
-    // Never polls: only a release message can wake it before the minute.
-    let forever = Duration::from_secs(3600);
-    let waiter = Locker::connect(config(&url).retry_backoff(forever, forever))
-        .await
-        .unwrap();
-    let waiting = {
-        let waiter = waiter.clone();
-        tokio::spawn(async move { waiter.lock("rl-any").wait(forever).acquire().await })
-    };
-    let subscribed = |master: &RedisServer| {
-        matches!(master.cmd(&["PUBSUB", "NUMSUB", &channel]),
-            redis::Value::Array(reply) if reply.get(1) == Some(&redis::Value::Int(1)))
-    };
-    eventually("the waiter listens on every master, asleep", || {
-        masters.iter().all(subscribed) && waiter.stats().asleep == 1
-    })
-    .await;
-
-    // Freed everywhere, and announced by the last master alone, as the
-    // release script does: with that master's clock at the delete.
-    for master in &masters {
-        master.cmd(&["DEL", &key]);
-    }
+    let all: Vec<&RedisServer> = masters.iter().collect();
+    let waiter = patient_waiter(&url_of(&masters)).await;
+    warm_up(&waiter, &all).await;
+    let before = waiter.stats().release_wakeups;
+    let waiting = waiting_for(&waiter, "rl-any", &all, &all).await;
+    // Freed everywhere, and announced by the last master alone.
     let announced = Instant::now();
-    let now = match masters[2].cmd(&["TIME"]) {
-        redis::Value::Array(time) => match (&time[0], &time[1]) {
-            (redis::Value::BulkString(s), redis::Value::BulkString(us)) => format!(
-                "{}{:06}",
-                String::from_utf8_lossy(s),
-                String::from_utf8_lossy(us).parse::<u64>().unwrap()
-            ),
-            other => panic!("{other:?}"),
-        },
-        other => panic!("{other:?}"),
-    };
-    masters[2].cmd(&["PUBLISH", &channel, &now]);
-    let guard = tokio::time::timeout(SETTLE, waiting)
-        .await
-        .expect("the waiter slept through the release")
-        .unwrap()
-        .unwrap();
+    let guard = free_and_announce("rl-any", &all, all[2], waiting).await;
     assert!(
         announced.elapsed() < STALL_ROOM,
         "{:?}",
         announced.elapsed()
     );
-    assert_eq!(waiter.stats().release_wakeups, 1, "{:?}", waiter.stats());
+    let stats = waiter.stats();
+    assert_eq!(stats.release_wakeups - before, 1, "{stats:?}");
+    assert!(guard.release().await.unwrap());
+}
+
+/// Publishes a release message on `channel` of `master` as the release
+/// script does: the master's clock at the delete, in µs.
+fn announce_release(master: &RedisServer, channel: &str) {
+    let redis::Value::Array(time) = master.cmd(&["TIME"]) else {
+        panic!("TIME answered no array");
+    };
+    let part = |value: &redis::Value| match value {
+        redis::Value::BulkString(digits) => String::from_utf8_lossy(digits).parse::<u64>().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let now = format!("{}{:06}", part(&time[0]), part(&time[1]));
+    master.cmd(&["PUBLISH", channel, &now]);
+}
+
+/// A master that stays down does not wake the waiters each time its
+/// listener tries to reach it again: nothing was heard there to miss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_that_stays_down_wakes_no_waiter() {
+    let mut masters = start_masters(3);
+    let url = url_of(&masters);
+    tokio::task::block_in_place(|| masters[2].kill());
+    let live: Vec<&RedisServer> = masters[..2].iter().collect();
+    let waiter = patient_waiter(&url).await;
+    warm_up(&waiter, &live).await;
+    let waiting = waiting_for(&waiter, "rl-down", &live, &live).await;
+    let before = waiter.stats();
+    // Its listener for the dead master fails again and again meanwhile
+    // (after 50 ms, 100 ms, ... up to 2 s apart).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = waiter.stats();
+    assert_eq!(
+        (after.release_wakeups, after.timer_wakeups, after.asleep),
+        (before.release_wakeups, before.timer_wakeups, 1),
+        "{after:?}"
+    );
+    // The live masters are heard.
+    let guard = free_and_announce("rl-down", &live, live[0], waiting).await;
     assert!(guard.release().await.unwrap());
 }
 

@@ -42,11 +42,11 @@ pub(crate) enum ReleaseFeed {
     /// replicated setup the message reaches replicas too).
     PubSub(ClientSource),
     /// Plain `SUBSCRIBE` on each of several independent servers at once
-    /// (Redlock's masters). A release publishes on every master it deletes
-    /// from, and those deletes land at different moments: a master that
-    /// still held the lock when the first message woke a waiter tells it
-    /// again when its own delete lands, and a master the releaser could not
-    /// reach does not silence the others.
+    /// (Redlock's masters). A release publishes on every master where it
+    /// deletes a lock a waiter marked, and those deletes land at different
+    /// moments: a master that still held the lock when the first message
+    /// woke a waiter tells it again when its own delete lands, and a master
+    /// the owner never held does not silence the others.
     EachOf(Vec<redis::Client>),
     /// Sharded pub/sub (`SSUBSCRIBE`) on the node that owns each channel's
     /// slot, followed across resharding.

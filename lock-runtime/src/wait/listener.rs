@@ -45,7 +45,7 @@ impl ReleaseListener {
                     master: 0,
                     timeouts,
                 };
-                commands.push(spawn_listener(on, sessions, &waiters));
+                commands.push(spawn_listener(on, sessions, &waiters, false));
             }
             ReleaseFeed::EachOf(clients) => {
                 for (master, client) in clients.into_iter().enumerate() {
@@ -55,13 +55,13 @@ impl ReleaseListener {
                         master,
                         timeouts,
                     };
-                    commands.push(spawn_listener(on, sessions, &waiters));
+                    commands.push(spawn_listener(on, sessions, &waiters, true));
                 }
             }
             #[cfg(feature = "cluster")]
             ReleaseFeed::Sharded(client) => {
                 let sessions = super::sharded::ShardedSessions::new(client, timeouts);
-                commands.push(spawn_listener(on, sessions, &waiters));
+                commands.push(spawn_listener(on, sessions, &waiters, false));
             }
             ReleaseFeed::Memory(store) => store.listen(Box::new(waiters.downgrade())),
         }
@@ -74,8 +74,10 @@ impl ReleaseListener {
     /// Joins the line of waiters on `channel`; returns once a server
     /// confirmed the subscription (`true`), or no listener could get it
     /// (`false`: the waiter still works, on its timers alone). Listening on
-    /// several servers, the first confirmation is enough: a release after
-    /// it is heard there, and a frozen server must not hold the waiter up.
+    /// several servers (Redlock's masters), the first confirmation is
+    /// enough, so that a frozen master holds no waiter up: the others
+    /// subscribe as they come, and each wakes every waiter when it does
+    /// (what it published meanwhile went unheard).
     pub(crate) async fn subscribe(&self, channel: &str) -> (Subscription, bool) {
         if self.commands.is_empty() {
             // The in-memory store: in line is subscribed.
@@ -116,15 +118,16 @@ impl ReleaseListener {
 }
 
 /// Starts a listener task serving sessions of `sessions` on the runtime
-/// `on`; answers the sender of its inbox.
+/// `on` (`others_listen`: as [`serve`]); answers the sender of its inbox.
 fn spawn_listener<S: Session + Send + 'static>(
     on: Option<&tokio::runtime::Handle>,
     sessions: S,
     waiters: &Waiters,
+    others_listen: bool,
 ) -> mpsc::UnboundedSender<Command> {
     let (commands, inbox) = mpsc::unbounded_channel();
     if let Some(on) = on {
-        on.spawn(serve(sessions, waiters.clone(), inbox));
+        on.spawn(serve(sessions, waiters.clone(), inbox, others_listen));
     }
     commands
 }
@@ -140,7 +143,12 @@ struct PlainSessions {
 impl Session for PlainSessions {
     const COMMAND: &'static str = "SUBSCRIBE";
 
-    async fn run(&mut self, waiters: &Waiters, inbox: &mut Inbox, opening: Opening) -> SessionEnd {
+    async fn run(
+        &mut self,
+        waiters: &Waiters,
+        inbox: &mut Inbox,
+        opening: Opening<'_>,
+    ) -> SessionEnd {
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
             Ok(Ok(client)) => {
                 session(&client, self.master, self.timeouts, waiters, inbox, opening).await
@@ -160,7 +168,7 @@ async fn session(
     timeouts: Timeouts,
     waiters: &Waiters,
     inbox: &mut Inbox,
-    opening: Opening,
+    opening: Opening<'_>,
 ) -> SessionEnd {
     // Dropping `opening` on failure unblocks its waiters, unconfirmed.
     let Ok(Ok(pubsub)) = tokio::time::timeout(timeouts.connect, client.get_async_pubsub()).await

@@ -5,8 +5,9 @@
 //! owner's lease (the PTTL the acquire script returned), or a capped,
 //! jittered backoff that only matters when a message was missed.
 //!
-//! - [`listener`]: the one pub/sub connection per locker, (re)subscribed to
-//!   exactly the channels someone waits on; [`inbox`]: what waiters ask it.
+//! - [`listener`]: the pub/sub connection of a locker (one per master on
+//!   Redlock), (re)subscribed to exactly the channels someone waits on;
+//!   [`inbox`]: what waiters ask it.
 //! - [`sessions`]: the listener's life, one connection after another.
 //! - `sharded`: its sessions on a Redis Cluster (sharded pub/sub).
 //! - [`waiters`]: who waits on which channel, and whom a release wakes: the

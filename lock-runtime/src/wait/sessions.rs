@@ -3,6 +3,7 @@
 //! another, waking every waiter between them (a release may have gone
 //! unheard) and pausing longer after each failed one.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -39,24 +40,28 @@ pub(super) trait Session {
         &mut self,
         waiters: &Waiters,
         inbox: &mut Inbox,
-        opening: Opening,
+        opening: Opening<'_>,
     ) -> impl Future<Output = SessionEnd> + Send;
 }
 
 /// What a session owes once it has subscribed to every wanted channel.
-pub(super) struct Opening {
+pub(super) struct Opening<'a> {
     /// Requests waiting for the session; dropping them (a session that
     /// failed first) unblocks their waiters, unconfirmed.
     pending: Vec<oneshot::Sender<bool>>,
-    /// An earlier session failed, so releases may have gone unheard since.
+    /// Releases may have gone unheard by this listener while waiters were
+    /// already listening (see [`serve`]).
     after_gap: bool,
+    /// Set once the session subscribed.
+    reached: &'a AtomicBool,
 }
 
-impl Opening {
+impl Opening<'_> {
     /// Subscribed: wakes every waiter after a gap, then confirms the
     /// pending requests (in that order, so that a waiter confirmed here
     /// does not also see the wake-up as a release).
     pub(super) fn subscribed(self, waiters: &Waiters) {
+        self.reached.store(true, Ordering::Relaxed);
         if self.after_gap {
             waiters.wake_all();
         }
@@ -67,11 +72,21 @@ impl Opening {
 }
 
 /// The listener task: sessions of `session` until the locker is dropped.
-pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbox: Inbox) {
+///
+/// `others_listen`: other listeners share `waiters` (one per Redlock
+/// master), so a waiter may be listening, confirmed by another, before
+/// this one's first session subscribes: releases published here meanwhile
+/// went unheard, and that session wakes every waiter. A lone listener's
+/// first session has no such gap: each waiter tries again once its
+/// subscription is confirmed, which only this listener does.
+pub(super) async fn serve<S: Session>(
+    mut session: S,
+    waiters: Waiters,
+    mut inbox: Inbox,
+    others_listen: bool,
+) {
     let mut pause = MIN_PAUSE;
-    // Before the first session nobody listened yet: each waiter tries
-    // again once its subscription is confirmed, so there is no gap.
-    let mut after_gap = false;
+    let mut after_gap = others_listen;
     loop {
         // Idle until someone waits: a process that never contends never
         // opens the connection.
@@ -84,11 +99,21 @@ pub(super) async fn serve<S: Session>(mut session: S, waiters: Waiters, mut inbo
             }
         }
         let started = Instant::now();
-        let opening = Opening { pending, after_gap };
+        let reached = AtomicBool::new(false);
+        let opening = Opening {
+            pending,
+            after_gap,
+            reached: &reached,
+        };
         let end = session.run(&waiters, &mut inbox, opening).await;
-        // Anything published while we were not listening was missed.
-        waiters.wake_all();
-        after_gap = true;
+        if reached.load(Ordering::Relaxed) {
+            // Anything published from now until the next session
+            // subscribes goes unheard. A session that never subscribed
+            // changes nothing (a server down for long must not wake every
+            // waiter at each reconnect attempt).
+            waiters.wake_all();
+            after_gap = true;
+        }
         match end {
             SessionEnd::Shutdown => return,
             SessionEnd::NotPermitted => {

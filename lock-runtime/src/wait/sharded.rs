@@ -47,7 +47,12 @@ impl ShardedSessions {
 impl Session for ShardedSessions {
     const COMMAND: &'static str = "SSUBSCRIBE";
 
-    async fn run(&mut self, waiters: &Waiters, inbox: &mut Inbox, opening: Opening) -> SessionEnd {
+    async fn run(
+        &mut self,
+        waiters: &Waiters,
+        inbox: &mut Inbox,
+        opening: Opening<'_>,
+    ) -> SessionEnd {
         session(&self.client, self.timeouts, waiters, inbox, opening).await
     }
 }
@@ -59,7 +64,7 @@ async fn session(
     timeouts: Timeouts,
     waiters: &Waiters,
     inbox: &mut Inbox,
-    opening: Opening,
+    opening: Opening<'_>,
 ) -> SessionEnd {
     let (push_sender, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
     let config = ClusterConfig::new()

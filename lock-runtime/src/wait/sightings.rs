@@ -1,7 +1,7 @@
 //! Which release messages are news to a Redlock waiter.
 //!
-//! A release deletes the lock on every master, and each master that
-//! deleted a marked lock publishes a message of its own: one release
+//! A release deletes the lock on every master, and each master where a
+//! waiter had marked it publishes a message of its own: one release
 //! reaches a waiter once per master, at moments of their own. The waiter
 //! wakes at the first and tries again; the others mostly tell it the same
 //! release again, and each would cost another round on every master. Yet
@@ -12,18 +12,28 @@
 //! Each master's own clock tells them apart, compared only with itself:
 //! a release message carries the time of the delete, and a busy answer the
 //! time the master gave it. A message is news when the master it came
-//! from answered the last try busy *before* that delete (it was freed
-//! since), or when the try learnt nothing from that master. A master that
-//! was free at the try has nothing to tell: any later owner's majority
-//! includes a master the try found busy or did not hear from, whose
-//! message is news.
+//! from answered the last try busy no later than that delete (it was freed
+//! since), or when the try learnt nothing from that master.
+//!
+//! A master that was free at the try has nothing to tell, even later: the
+//! try marked the owner it found on every master where it found one, so
+//! when that owner lets go, a master that answered busy tells. A later
+//! owner's majority includes such a master too, unless it is made of
+//! masters the try found free: then those were still in their restart
+//! quarantine (or a majority would have granted), and the waiter's timer,
+//! which the busy verdict ends no later than the quarantine, wakes it
+//! instead. What this
+//! rests on: the waiter's marks, its listeners subscribed, and clocks that
+//! do not step back; where one fails, the owner's lease or the backoff
+//! still ends the wait, as for a lost message.
 
 use std::sync::Arc;
 
 /// What one master showed an acquire round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
-    /// Free (it granted, maybe only in quarantine): its messages are old.
+    /// Free (it granted, maybe only in quarantine): its messages, then and
+    /// later, tell nothing new.
     Free,
     /// Held by another owner when it answered, at this time of its clock
     /// (µs).
@@ -70,7 +80,8 @@ impl Sightings {
     pub(crate) fn is_news(&self, release: Release) -> bool {
         match (self.0.get(release.master), release.deleted_at) {
             (Some(Seen::Free), _) => false,
-            (Some(Seen::BusyAt(busy)), Some(deleted)) => deleted > *busy,
+            // Equal clocks: the same µs, either order; better one try more.
+            (Some(Seen::BusyAt(busy)), Some(deleted)) => deleted >= *busy,
             _ => true,
         }
     }
@@ -88,7 +99,7 @@ mod tests {
     fn a_delete_after_the_busy_answer_is_news_and_one_before_is_not() {
         let seen = Sightings::new(vec![Seen::BusyAt(100), Seen::Free, Seen::Unknown]);
         assert!(seen.is_news(release(0, Some(101))));
-        assert!(!seen.is_news(release(0, Some(100))));
+        assert!(seen.is_news(release(0, Some(100))));
         assert!(!seen.is_news(release(0, Some(99))));
     }
 

@@ -284,10 +284,10 @@ return renewed
 /// [`ACQUIRE`]'s `ARGV[3]`). Returns `{1, fence, left}` when granted, where
 /// `left` is the quarantine still to run in ms (0 once passed), or
 /// `{0, pttl, now}` when busy, `now` the master's clock in µs (compared
-/// with the release messages it sends later). A counter below [`SEEDED`] (missing, or
-/// counted up from nothing by plain `INCR`s) is first set to the master's
-/// clock (µs), so that a master that lost its data does not start again
-/// from 1. A retry that finds the lock ours is answered with a fresh
+/// with the release messages it sends later). A counter below [`SEEDED`]
+/// (missing, or counted up from nothing by plain `INCR`s) is first set to
+/// the master's clock (µs), so that a master that lost its data does not
+/// start again from 1. A retry that finds the lock ours is answered with a fresh
 /// increment, as one node answers with its clock now: above the grant
 /// whose reply was lost, below any later owner's.
 ///
