@@ -76,6 +76,9 @@ struct Shared {
     /// Whether forwarding is suspended. A watch, so that writers held back
     /// by it wake up as soon as it is lifted.
     blackhole: watch::Sender<bool>,
+    /// Whether connections accepted now wait before they are connected
+    /// upstream (see [`FaultProxy::hold_new_connections`]).
+    hold_new: watch::Sender<bool>,
     /// The armed [`FaultProxy::drop_reply_to`] pattern, if any.
     drop_reply: Mutex<Option<Vec<u8>>>,
     /// Replies cut by [`FaultProxy::drop_reply_to`] since start.
@@ -141,6 +144,7 @@ impl FaultProxy {
         let shared = Arc::new(Shared {
             latency: Mutex::new(Duration::ZERO),
             blackhole: watch::Sender::new(false),
+            hold_new: watch::Sender::new(false),
             drop_reply: Mutex::new(None),
             dropped: AtomicUsize::new(0),
             accepted: AtomicUsize::new(0),
@@ -205,6 +209,18 @@ impl FaultProxy {
     /// timeout anyway).
     pub fn blackhole(&self, on: bool) {
         self.shared.blackhole.send_replace(on);
+    }
+
+    /// Turns holding new connections on or off.
+    ///
+    /// While on, a connection the proxy accepts is neither connected to the
+    /// server nor forwarded until holding is turned off: the client's
+    /// `connect` succeeds, and its first request waits (a server slow to
+    /// take new clients). Connections accepted earlier are not affected,
+    /// so a client's established connections keep working while a new one
+    /// of its hangs.
+    pub fn hold_new_connections(&self, on: bool) {
+        self.shared.hold_new.send_replace(on);
     }
 
     /// Abruptly closes every connection the proxy has accepted so far, like
@@ -382,7 +398,8 @@ async fn run(
                 Ok((client, _)) => {
                     shared.accepted.fetch_add(1, Ordering::SeqCst);
                     let open = OpenConnection::new(&shared);
-                    connections.spawn(serve(client, upstream_port, open, reset.subscribe()));
+                    let held = *shared.hold_new.borrow();
+                    connections.spawn(serve(client, upstream_port, open, held, reset.subscribe()));
                 }
                 // Typically a client that gave up before being accepted, or
                 // a lack of file descriptors: transient either way.
@@ -400,14 +417,22 @@ async fn serve(
     mut client: TcpStream,
     upstream_port: u16,
     open: OpenConnection,
+    held: bool,
     mut reset: watch::Receiver<u64>,
 ) {
     let shared = &open.0;
     // Outside the relay future, so that it survives that future being
     // cancelled by a reset and can be reset too.
     let mut upstream = None;
+    let relayed = async {
+        if held {
+            // An error means the proxy is shutting down: relay then.
+            let _ = shared.hold_new.subscribe().wait_for(|&on| !on).await;
+        }
+        connect_and_relay(&mut client, &mut upstream, upstream_port, shared).await
+    };
     let finished_cleanly = tokio::select! {
-        relayed = connect_and_relay(&mut client, &mut upstream, upstream_port, shared) => relayed.is_ok(),
+        relayed = relayed => relayed.is_ok(),
         // An error means the proxy is shutting down: also time to go.
         _ = reset.changed() => false,
     };
@@ -707,6 +732,25 @@ mod tests {
         // answered now.
         read_pong(&mut before, LONG).expect("held-back PONG on the old connection");
         read_pong(&mut during, LONG).expect("held-back PONG on the blackholed connection");
+    }
+
+    #[test]
+    fn held_new_connections_wait_while_older_ones_work() {
+        let server = RedisServer::start();
+        let proxy = FaultProxy::start(server.port());
+        let mut before = connect(&proxy);
+        ping(&mut before, LONG).expect("PING before holding");
+
+        proxy.hold_new_connections(true);
+        let mut during = connect(&proxy);
+        let err = ping(&mut during, SHORT).expect_err("no reply on a held connection");
+        assert!(is_timeout(&err), "expected a timeout, got {err:?}");
+        ping(&mut before, LONG).expect("an older connection still works");
+
+        proxy.hold_new_connections(false);
+        // Held, not dropped: the PING sent while held is answered now.
+        read_pong(&mut during, LONG).expect("PONG on the released connection");
+        ping(&mut during, LONG).expect("PING on the released connection");
     }
 
     #[test]

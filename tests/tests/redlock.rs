@@ -497,8 +497,9 @@ async fn a_release_message_from_any_master_wakes_the_waiter() {
 }
 
 /// Publishes a release message on `channel` of `master` as the release
-/// script does: the master's clock at the delete, in µs.
-fn announce_release(master: &RedisServer, channel: &str) {
+/// script does: the master's clock at the delete, in µs. Answers how many
+/// subscribers got it.
+fn announce_release(master: &RedisServer, channel: &str) -> redis::Value {
     let redis::Value::Array(time) = master.cmd(&["TIME"]) else {
         panic!("TIME answered no array");
     };
@@ -507,7 +508,45 @@ fn announce_release(master: &RedisServer, channel: &str) {
         other => panic!("{other:?}"),
     };
     let now = format!("{}{:06}", part(&time[0]), part(&time[1]));
-    master.cmd(&["PUBLISH", channel, &now]);
+    master.cmd(&["PUBLISH", channel, &now])
+}
+
+/// A waiter listens once one master's listener confirmed; the others
+/// subscribe as they connect. A release published on a master before its
+/// listener subscribed went unheard, so that listener's first connection
+/// wakes the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_subscribes_late_wakes_the_waiter() {
+    let masters = start_masters(3);
+    let proxies: Vec<FaultProxy> = masters[1..]
+        .iter()
+        .map(|master| FaultProxy::start(master.port()))
+        .collect();
+    let url = redlock_url([masters[0].port(), proxies[0].port(), proxies[1].port()]);
+    // Its lock connections to masters 1 and 2 are open from here on.
+    let waiter = patient_waiter(&url).await;
+    for proxy in &proxies {
+        proxy.hold_new_connections(true);
+    }
+    // Held on masters 1 and 2; heard only through master 0.
+    let held_on = [&masters[1], &masters[2]];
+    let waiting = waiting_for(&waiter, "rl-late", &held_on, &[&masters[0]]).await;
+    // Released on masters 1 and 2, which nobody here listens to yet.
+    let key = lock_tests::fixtures::lock_key("rl-late");
+    for master in held_on {
+        master.cmd(&["DEL", &key]);
+        let heard_by = announce_release(master, &format!("{key}:released"));
+        assert_eq!(heard_by, redis::Value::Int(0));
+    }
+    for proxy in &proxies {
+        proxy.hold_new_connections(false);
+    }
+    let guard = tokio::time::timeout(SETTLE, waiting)
+        .await
+        .expect("the waiter slept through the release its late listeners missed")
+        .unwrap()
+        .unwrap();
+    assert!(guard.release().await.unwrap());
 }
 
 /// A master that stays down does not wake the waiters each time its
