@@ -93,7 +93,7 @@ impl ReleaseListener {
             }
         };
         let subscription = self.waiters.join(channel, Box::new(unsubscribe));
-        let mut confirmations: FuturesUnordered<_> = self
+        let confirmations: FuturesUnordered<_> = self
             .commands
             .iter()
             .map(|listener| {
@@ -106,13 +106,8 @@ impl ReleaseListener {
                 async move { sent && matches!(confirmation.await, Ok(true)) }
             })
             .collect();
-        let mut confirmed = false;
-        while let Some(answer) = confirmations.next().await {
-            if answer {
-                confirmed = true;
-                break;
-            }
-        }
+        // Stops at the first confirmation; the others come when they come.
+        let confirmed = confirmations.any(std::future::ready).await;
         (subscription, confirmed)
     }
 }
