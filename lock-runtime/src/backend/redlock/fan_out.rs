@@ -16,8 +16,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 
 use super::master::Master;
 use crate::backend::flights::InFlight;
@@ -46,6 +46,18 @@ impl<T: Send + 'static> Round<T> {
 
 impl<T: Send + 'static> Drop for Round<T> {
     fn drop(&mut self) {
+        if self.calls.is_empty() {
+            return;
+        }
+        // Answers that came in while the round was deciding are taken here:
+        // a busy caller's task often wakes once every master answered, and
+        // a task for answers already in would cost more than the round did.
+        // Entered, as polling may start a command (a script's reload) and
+        // the round may be dropped off any runtime.
+        {
+            let _entered = self.runtime.enter();
+            while let Some(Some(_)) = self.calls.next().now_or_never() {}
+        }
         if self.calls.is_empty() {
             return;
         }
@@ -113,4 +125,53 @@ fn not_connected(master: &Master) -> LockError {
             master.addr()
         ),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::flights::in_flight;
+
+    /// A round over `calls`, carrying a fresh operation's flight.
+    fn round_of(calls: Vec<Call<u8>>) -> (Round<u8>, crate::backend::flights::Landing) {
+        let (flight, landing) = in_flight();
+        let round = Round {
+            calls: calls.into_iter().collect(),
+            flight: Some(flight),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        (round, landing)
+    }
+
+    fn answering(index: usize) -> Call<u8> {
+        Box::pin(async move { (index, Ok(7)) })
+    }
+
+    #[tokio::test]
+    async fn answers_already_in_are_taken_when_the_round_is_dropped() {
+        let (mut round, landing) = round_of((0..3).map(answering).collect());
+        assert!(round.recv().await.is_some());
+        drop(round);
+        // Nothing was left to a task: on this one-thread runtime no task
+        // has run since, yet the operation landed.
+        assert!(landing.landed().now_or_never().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_call_still_running_goes_on_after_the_round_is_dropped() {
+        let (answer, answered) = tokio::sync::oneshot::channel::<()>();
+        let slow: Call<u8> = Box::pin(async move {
+            let _ = answered.await;
+            (2, Ok(7))
+        });
+        let (mut round, landing) = round_of(vec![answering(0), answering(1), slow]);
+        assert!(round.recv().await.is_some());
+        drop(round);
+        let mut landed = Box::pin(landing.landed());
+        assert!((&mut landed).now_or_never().is_none(), "a call still runs");
+        answer.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), landed)
+            .await
+            .expect("the call left to a task ended, yet the operation did not land");
+    }
 }
