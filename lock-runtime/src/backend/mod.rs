@@ -32,6 +32,7 @@ pub(crate) mod flights;
 mod pool;
 pub(crate) mod tls;
 
+use futures_util::FutureExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -299,15 +300,19 @@ pub(crate) fn slot_in_flux(err: &LockError) -> bool {
 
 /// Runs `call` within `limit`, so that no caller waits on a stalled server
 /// or a reconnect loop longer than it was promised.
-pub(crate) async fn bounded<T>(
+///
+/// A plain function, not an `async fn`: an `async fn` would keep `call`
+/// twice in its state (as an argument and inside the timeout it awaits),
+/// and every lock call's future would carry the copy.
+pub(crate) fn bounded<'a, T>(
     limit: Duration,
-    what: &str,
-    call: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, LockError> {
-    match tokio::time::timeout(limit, call).await {
+    what: &'a str,
+    call: impl std::future::Future<Output = redis::RedisResult<T>> + 'a,
+) -> impl std::future::Future<Output = Result<T, LockError>> + 'a {
+    tokio::time::timeout(limit, call).map(move |outcome| match outcome {
         Ok(result) => Ok(result?),
         Err(_) => Err(LockError::redis_timeout(what, limit)),
-    }
+    })
 }
 
 /// One call of the batch script `script` over `entries`: each entry's key,

@@ -10,6 +10,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::Either;
 use redis::FromRedisValue;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
@@ -111,12 +113,13 @@ impl SingleBackend {
     }
 
     /// `call` on `route` within the call bound, unless its caller bounds it.
-    async fn within<T>(
+    /// A plain function for the reason [`bounded`] is one.
+    fn within<'a, T: 'a>(
         &self,
         route: Route,
-        what: &str,
-        call: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, LockError> {
+        what: &'a str,
+        call: impl std::future::Future<Output = redis::RedisResult<T>> + 'a,
+    ) -> impl std::future::Future<Output = Result<T, LockError>> + 'a {
         let own = match self.own_bounds {
             OwnBounds::Every => true,
             // The blocking connections have no response timeout.
@@ -124,9 +127,9 @@ impl SingleBackend {
             OwnBounds::None => false,
         };
         if own {
-            bounded(self.call_bound, what, call).await
+            Either::Left(bounded(self.call_bound, what, call))
         } else {
-            Ok(call.await?)
+            Either::Right(call.map(|answer| Ok(answer?)))
         }
     }
 

@@ -14,6 +14,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
@@ -91,19 +92,15 @@ where
         .into_iter()
         .map(|index| {
             let master = all[index].clone();
-            let running = master.backend().map(&call);
-            let answering: Call<T> = Box::pin(async move {
-                let answer = match running {
-                    None => Err(not_connected(&master)),
-                    Some(running) => match tokio::time::timeout(bound, running).await {
-                        Ok(answer) => answer,
-                        Err(_) => Err(LockError::redis_timeout(what, bound)),
-                    },
-                };
-                if let Err(err) = &answer {
-                    tracing::debug!(master = %master.addr(), error = %err, "{what} failed on a Redlock master");
-                }
-                (index, answer)
+            let call = master
+                .backend()
+                .map(|backend| tokio::time::timeout(bound, call(backend)));
+            let answering: Call<T> = Box::pin(Answering {
+                index,
+                master,
+                bound,
+                what,
+                call,
             });
             answering
         })
@@ -112,6 +109,44 @@ where
         calls,
         flight,
         runtime: tokio::runtime::Handle::current(),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// One master's call within its bound, answering its index with its
+    /// answer. Written out rather than as an `async` block, which would
+    /// keep the call twice (as a capture and as the timeout it awaits).
+    struct Answering<Fut> {
+        index: usize,
+        master: Arc<Master>,
+        bound: Duration,
+        what: &'static str,
+        // `None`: the master was never reached.
+        #[pin]
+        call: Option<tokio::time::Timeout<Fut>>,
+    }
+}
+
+impl<T, Fut> Future for Answering<Fut>
+where
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    type Output = (usize, Result<T, LockError>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answer = match this.call.as_pin_mut() {
+            None => Err(not_connected(this.master)),
+            Some(call) => match std::task::ready!(call.poll(cx)) {
+                Ok(answer) => answer,
+                Err(_) => Err(LockError::redis_timeout(this.what, *this.bound)),
+            },
+        };
+        if let Err(err) = &answer {
+            let what = *this.what;
+            tracing::debug!(master = %this.master.addr(), error = %err, "{what} failed on a Redlock master");
+        }
+        Poll::Ready((*this.index, answer))
     }
 }
 
