@@ -14,24 +14,20 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
-
+use super::calls::{Answer, Call, Calls};
 use super::master::Master;
 use crate::backend::flights::InFlight;
 use crate::backend::single::SingleBackend;
 use crate::error::LockError;
 
-/// One master's call, answering its index and its answer.
-type Call<T> = Pin<Box<dyn Future<Output = (usize, Result<T, LockError>)> + Send>>;
-
 /// The calls of one round, whose answers [`Round::recv`] yields as they
 /// arrive.
 pub(crate) struct Round<T: Send + 'static> {
-    calls: FuturesUnordered<Call<T>>,
+    /// `None` once handed to a task of their own (see `Drop`).
+    calls: Option<Calls<T>>,
     /// Kept until the last call ended.
     flight: Option<InFlight>,
     /// Where calls still running when the round is dropped go on.
@@ -39,15 +35,37 @@ pub(crate) struct Round<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Round<T> {
+    /// A round of `calls` carrying `flight`, on the current runtime.
+    fn new(calls: Vec<Call<T>>, flight: Option<InFlight>) -> Self {
+        Self {
+            calls: Some(Calls::new(calls)),
+            flight,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
     /// The next answer, `(master, answer)`; `None` once every call ended.
-    pub(crate) async fn recv(&mut self) -> Option<(usize, Result<T, LockError>)> {
-        self.calls.next().await
+    pub(crate) async fn recv(&mut self) -> Option<Answer<T>> {
+        let calls = self.calls.as_mut()?;
+        std::future::poll_fn(|cx| calls.poll_next(cx)).await
+    }
+
+    /// Wakes the caller's task only once `answers` answers may be in: with
+    /// fewer, it cannot decide anything (see [`super::calls`]).
+    pub(crate) fn decisive_from(mut self, answers: usize) -> Self {
+        if let Some(calls) = &mut self.calls {
+            calls.decisive_from(answers);
+        }
+        self
     }
 }
 
 impl<T: Send + 'static> Drop for Round<T> {
     fn drop(&mut self) {
-        if self.calls.is_empty() {
+        let Some(mut calls) = self.calls.take() else {
+            return;
+        };
+        if calls.is_empty() {
             return;
         }
         // Answers that came in while the round was deciding are taken here:
@@ -57,15 +75,21 @@ impl<T: Send + 'static> Drop for Round<T> {
         // the round may be dropped off any runtime.
         {
             let _entered = self.runtime.enter();
-            while let Some(Some(_)) = self.calls.next().now_or_never() {}
+            let mut cx = Context::from_waker(Waker::noop());
+            while let Poll::Ready(Some(_)) = calls.poll_next(&mut cx) {}
         }
-        if self.calls.is_empty() {
+        if calls.is_empty() {
             return;
         }
-        let (mut calls, flight) = (std::mem::take(&mut self.calls), self.flight.take());
+        // Every wake-up counts from now on: nobody decides anything.
+        calls.decisive_from(1);
+        let flight = self.flight.take();
         self.runtime.spawn(async move {
             let _flight = flight;
-            while calls.next().await.is_some() {}
+            while std::future::poll_fn(|cx| calls.poll_next(cx))
+                .await
+                .is_some()
+            {}
         });
     }
 }
@@ -88,7 +112,7 @@ where
     T: Send + 'static,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    let calls: FuturesUnordered<Call<T>> = masters
+    let calls: Vec<Call<T>> = masters
         .into_iter()
         .map(|index| {
             let master = all[index].clone();
@@ -105,11 +129,7 @@ where
             answering
         })
         .collect();
-    Round {
-        calls,
-        flight,
-        runtime: tokio::runtime::Handle::current(),
-    }
+    Round::new(calls, flight)
 }
 
 pin_project_lite::pin_project! {
@@ -166,15 +186,12 @@ fn not_connected(master: &Master) -> LockError {
 mod tests {
     use super::*;
     use crate::backend::flights::in_flight;
+    use futures_util::FutureExt;
 
     /// A round over `calls`, carrying a fresh operation's flight.
     fn round_of(calls: Vec<Call<u8>>) -> (Round<u8>, crate::backend::flights::Landing) {
         let (flight, landing) = in_flight();
-        let round = Round {
-            calls: calls.into_iter().collect(),
-            flight: Some(flight),
-            runtime: tokio::runtime::Handle::current(),
-        };
+        let round = Round::new(calls, Some(flight));
         (round, landing)
     }
 

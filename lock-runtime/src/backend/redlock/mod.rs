@@ -7,6 +7,7 @@
 //! Masters unreachable at start-up are retried in the background when next
 //! used ([`master`]); a locker starts when a majority answers.
 
+mod calls;
 mod fan_out;
 mod master;
 

@@ -134,25 +134,27 @@ pub(crate) async fn acquire(
         ))
     });
     let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
-    let mut round = masters.fan_out(
-        0..total,
-        bound,
-        "a lock script",
-        Some(attempt.flight),
-        move |master| {
-            let (call, pipe) = (call.clone(), pipe.clone());
-            async move {
-                if let Some(pipe) = pipe {
-                    let answer = master.run_plain(route, &pipe).await?;
-                    if let Some(fence) = plain::counted_fence_of(answer, quarantine_ms) {
-                        // As the script answers a grant past the quarantine.
-                        return Ok(vec![1, i64::try_from(fence).unwrap_or(i64::MAX), 0]);
+    let mut round = masters
+        .fan_out(
+            0..total,
+            bound,
+            "a lock script",
+            Some(attempt.flight),
+            move |master| {
+                let (call, pipe) = (call.clone(), pipe.clone());
+                async move {
+                    if let Some(pipe) = pipe {
+                        let answer = master.run_plain(route, &pipe).await?;
+                        if let Some(fence) = plain::counted_fence_of(answer, quarantine_ms) {
+                            // As the script answers a grant past the quarantine.
+                            return Ok(vec![1, i64::try_from(fence).unwrap_or(i64::MAX), 0]);
+                        }
                     }
+                    master.run::<Vec<i64>>(route, &call).await
                 }
-                master.run::<Vec<i64>>(route, &call).await
-            }
-        },
-    );
+            },
+        )
+        .decisive_from(quorum(total));
     let mut votes = AcquireVotes::new(total);
     let mut seen = vec![Seen::Unknown; total];
     let mut answered = 0;
@@ -291,7 +293,9 @@ impl Raise<'_> {
             .key(self.keys.counter())
             .arg(self.token.as_str())
             .arg(self.fence);
-        let mut round = run_everywhere(masters, granted, self.route, call, bound, flight);
+        let decisive = needed.min(pending + 1 - needed.min(pending));
+        let mut round = run_everywhere(masters, granted, self.route, call, bound, flight)
+            .decisive_from(decisive);
         let mut confirmed = 0;
         while let Some((_, answer)) = round.recv().await {
             pending -= 1;
@@ -339,7 +343,8 @@ async fn clean_up(
         release_call(keys, token),
         bound,
         &flight,
-    );
+    )
+    .decisive_from(usize::MAX);
     while round.recv().await.is_some() {}
 }
 
@@ -377,7 +382,8 @@ async fn delete_everywhere(
     let needed = quorum(total);
     let (flight, _landing) = crate::backend::flights::in_flight();
     let bound = masters.vote_bound(Duration::MAX);
-    let mut round = run_everywhere::<i64>(masters, 0..total, route, call, bound, &flight);
+    let mut round =
+        run_everywhere::<i64>(masters, 0..total, route, call, bound, &flight).decisive_from(needed);
     let (mut answered, mut deleted, mut first_error) = (0, false, None);
     while let Some((_, answer)) = round.recv().await {
         match answer {
@@ -413,7 +419,8 @@ pub(crate) async fn inspect(
     let bound = masters.vote_bound(Duration::MAX);
     let mut call = scripts::INSPECT.call();
     call.key(keys.lock());
-    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, &flight);
+    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, &flight)
+        .decisive_from(usize::MAX);
     let (mut values, mut first_error) = (Vec::new(), None);
     while let Some((_, answer)) = round.recv().await {
         match answer {
@@ -484,6 +491,7 @@ pub(crate) async fn renew(
     let longest = batch.iter().map(|renewal| renewal.ttl_ms).max();
     let bound = masters.vote_bound(Duration::from_millis(longest.unwrap_or(u64::MAX)));
     let total = masters.len();
+    let needed = quorum(total);
     let mut votes = RenewalVotes::new(total, batch.len());
     let (mut answered, mut first_error) = (0, None);
     let mut call = scripts::EXTEND_COUNTED.call();
@@ -496,16 +504,18 @@ pub(crate) async fn renew(
     }
     let call = Arc::new(call);
     let leases = batch.len();
-    let mut round = masters.fan_out(0..total, bound, "extend", None, |master| {
-        let call = call.clone();
-        async move {
-            let answer = master.run_renewal(&call).await?;
-            crate::backend::batch_answers(answer, leases)?
-                .iter()
-                .map(|value| Renewed::from_value(value).map(|renewed| renewed == Renewed::Yes))
-                .collect::<Result<Vec<bool>, LockError>>()
-        }
-    });
+    let mut round = masters
+        .fan_out(0..total, bound, "extend", None, |master| {
+            let call = call.clone();
+            async move {
+                let answer = master.run_renewal(&call).await?;
+                crate::backend::batch_answers(answer, leases)?
+                    .iter()
+                    .map(|value| Renewed::from_value(value).map(|renewed| renewed == Renewed::Yes))
+                    .collect::<Result<Vec<bool>, LockError>>()
+            }
+        })
+        .decisive_from(needed.min(total + 1 - needed));
     while let Some((_, answer)) = round.recv().await {
         match answer {
             Ok(renewed) => {

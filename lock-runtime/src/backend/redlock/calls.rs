@@ -1,0 +1,310 @@
+//! The calls of one round, polled by the caller's task, which each call
+//! wakes only once enough answers may be in for it to decide something.
+//!
+//! A round over three masters needs two answers before any outcome is
+//! known. Each answer arrives on the library's runtime thread and would
+//! wake the caller's task, on another thread: the first of those wake-ups
+//! finds nothing to decide and costs a thread hop, a poll of the whole
+//! operation and, on a busy host, the CPU the other answers were waiting
+//! for. So wake-ups are counted and held back until as many came in as
+//! answers the caller needs ([`Calls::decisive_from`]); a call wakes at
+//! least once per answer, so none is ever held back past that count.
+//!
+//! Unlike `FuturesUnordered`, whose one wake-up of its owner cannot be held
+//! back without losing the next, each call has a waker of its own that
+//! marks it for the next poll and counts.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures_util::task::AtomicWaker;
+
+use crate::error::LockError;
+
+/// One master's answer: its index and what it answered.
+pub(super) type Answer<T> = (usize, Result<T, LockError>);
+
+/// One master's call, answering its index and its answer.
+pub(super) type Call<T> = Pin<Box<dyn Future<Output = Answer<T>> + Send>>;
+
+/// A round's calls and the answers not yet read.
+pub(super) struct Calls<T> {
+    slots: Vec<Slot<T>>,
+    /// One per call, marking it woken.
+    wakers: Vec<Waker>,
+    shared: Arc<Shared>,
+    /// Calls still running.
+    running: usize,
+    /// Answers the caller needs before it can decide anything.
+    decisive: usize,
+    /// Answers read so far.
+    read: usize,
+}
+
+enum Slot<T> {
+    Running(Call<T>),
+    Answered(Answer<T>),
+    Read,
+}
+
+/// What the calls' wakers share with the caller.
+struct Shared {
+    /// The calls woken since they were last polled, one bit each (calls
+    /// past the 64th share the last bit: all of them are polled then).
+    woken: AtomicU64,
+    /// Wake-ups still to come before the caller's task is woken.
+    held: AtomicIsize,
+    caller: AtomicWaker,
+}
+
+/// The waker of the call(s) on bit `bit`.
+struct CallWaker {
+    bit: u64,
+    shared: Arc<Shared>,
+}
+
+impl Wake for CallWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.shared.woken.fetch_or(self.bit, Ordering::AcqRel);
+        if self.shared.held.fetch_sub(1, Ordering::AcqRel) <= 1 {
+            self.shared.caller.wake();
+        }
+    }
+}
+
+/// The bit of call `index`.
+fn bit(index: usize) -> u64 {
+    1 << index.min(63)
+}
+
+impl<T> Calls<T> {
+    /// The calls, none polled yet; every wake-up reaches the caller until
+    /// [`Self::decisive_from`] says otherwise.
+    pub(super) fn new(calls: Vec<Call<T>>) -> Self {
+        let all = (0..calls.len()).fold(0, |bits, index| bits | bit(index));
+        let shared = Arc::new(Shared {
+            woken: AtomicU64::new(all),
+            held: AtomicIsize::new(1),
+            caller: AtomicWaker::new(),
+        });
+        let wakers = (0..calls.len())
+            .map(|index| {
+                Waker::from(Arc::new(CallWaker {
+                    bit: bit(index),
+                    shared: shared.clone(),
+                }))
+            })
+            .collect();
+        Self {
+            running: calls.len(),
+            slots: calls.into_iter().map(Slot::Running).collect(),
+            wakers,
+            shared,
+            decisive: 1,
+            read: 0,
+        }
+    }
+
+    /// Wakes the caller only once `answers` answers may be in (at most
+    /// every call's: `usize::MAX` waits for all of them).
+    pub(super) fn decisive_from(&mut self, answers: usize) {
+        self.decisive = answers.min(self.slots.len());
+    }
+
+    /// No call is still running and every answer was read.
+    pub(super) fn is_empty(&self) -> bool {
+        self.running == 0
+            && !self
+                .slots
+                .iter()
+                .any(|slot| matches!(slot, Slot::Answered(_)))
+    }
+
+    /// The next answer; `None` once every call ended and every answer was
+    /// read.
+    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Answer<T>>> {
+        if let Some(answer) = self.take_answered() {
+            return Poll::Ready(Some(answer));
+        }
+        if self.running == 0 {
+            return Poll::Ready(None);
+        }
+        self.shared.caller.register(cx.waker());
+        let woken = self.shared.woken.swap(0, Ordering::AcqRel);
+        if woken != 0 {
+            self.poll_woken(woken);
+            if let Some(answer) = self.take_answered() {
+                return Poll::Ready(Some(answer));
+            }
+            if self.running == 0 {
+                return Poll::Ready(None);
+            }
+        }
+        // Every answer in was read: hold back the wake-ups of the answers
+        // that cannot settle anything yet.
+        let still = self.decisive.saturating_sub(self.read).max(1);
+        self.shared.held.store(
+            isize::try_from(still).unwrap_or(isize::MAX),
+            Ordering::Release,
+        );
+        // A call woken since the swap counted against the old hold: poll
+        // again soon rather than wait for a wake-up it may have used up.
+        // (Not at once: a call that wakes itself would spin here.)
+        if self.shared.woken.load(Ordering::Acquire) != 0 {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    /// Polls each running call marked in `woken` once.
+    fn poll_woken(&mut self, woken: u64) {
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            let Slot::Running(call) = slot else { continue };
+            if woken & bit(index) == 0 {
+                continue;
+            }
+            let mut cx = Context::from_waker(&self.wakers[index]);
+            if let Poll::Ready(answer) = call.as_mut().poll(&mut cx) {
+                *slot = Slot::Answered(answer);
+                self.running -= 1;
+            }
+        }
+    }
+
+    fn take_answered(&mut self) -> Option<Answer<T>> {
+        let slot = self
+            .slots
+            .iter_mut()
+            .find(|slot| matches!(slot, Slot::Answered(_)))?;
+        match std::mem::replace(slot, Slot::Read) {
+            Slot::Answered(answer) => {
+                self.read += 1;
+                Some(answer)
+            }
+            // Found answered just above.
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::oneshot;
+
+    /// A waker that counts its wake-ups.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl Wake for Counting {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Three calls that answer when their sender says so.
+    fn three() -> (Calls<u8>, Vec<oneshot::Sender<u8>>) {
+        let (senders, calls): (Vec<_>, Vec<Call<u8>>) = (0..3)
+            .map(|index| {
+                let (send, receive) = oneshot::channel::<u8>();
+                let call: Call<u8> = Box::pin(async move {
+                    let answer = receive.await.map_err(|_| LockError::config("dropped"));
+                    (index, answer)
+                });
+                (send, call)
+            })
+            .unzip();
+        (Calls::new(calls), senders)
+    }
+
+    #[test]
+    fn the_caller_is_woken_only_once_enough_answers_came_in() {
+        let (mut calls, mut senders) = three();
+        calls.decisive_from(2);
+        let counting = Arc::new(Counting::default());
+        let waker = Waker::from(counting.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(calls.poll_next(&mut cx).is_pending());
+        senders.remove(1).send(7).unwrap();
+        assert_eq!(
+            counting.0.load(Ordering::SeqCst),
+            0,
+            "one answer settles nothing"
+        );
+        senders.remove(0).send(8).unwrap();
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+        let mut answers = vec![];
+        while let Poll::Ready(Some((index, answer))) = calls.poll_next(&mut cx) {
+            answers.push((index, answer.unwrap()));
+        }
+        answers.sort();
+        assert_eq!(answers, [(0, 8), (1, 7)]);
+        // Read two of two: the last answer wakes the caller at once.
+        senders.remove(0).send(9).unwrap();
+        assert_eq!(counting.0.load(Ordering::SeqCst), 2);
+        assert!(matches!(
+            calls.poll_next(&mut cx),
+            Poll::Ready(Some((2, Ok(9))))
+        ));
+        assert!(matches!(calls.poll_next(&mut cx), Poll::Ready(None)));
+        assert!(calls.is_empty());
+    }
+
+    #[test]
+    fn without_a_count_every_answer_wakes_the_caller() {
+        let (mut calls, senders) = three();
+        let counting = Arc::new(Counting::default());
+        let waker = Waker::from(counting.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(calls.poll_next(&mut cx).is_pending());
+        let mut senders = senders.into_iter();
+        senders.next().unwrap().send(1).unwrap();
+        assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            calls.poll_next(&mut cx),
+            Poll::Ready(Some((0, Ok(1))))
+        ));
+        assert!(calls.poll_next(&mut cx).is_pending());
+        drop(senders);
+        // Dropped senders answer errors, each waking the caller.
+        while let Poll::Ready(Some((_, answer))) = calls.poll_next(&mut cx) {
+            assert!(answer.is_err());
+        }
+        assert!(calls.is_empty());
+    }
+
+    #[tokio::test]
+    async fn answers_come_whatever_the_count_when_calls_end_on_other_threads() {
+        for _ in 0..200 {
+            let (mut calls, senders) = three();
+            calls.decisive_from(3);
+            let answering = std::thread::spawn(move || {
+                for (value, send) in senders.into_iter().enumerate() {
+                    send.send(u8::try_from(value).unwrap()).unwrap();
+                }
+            });
+            let mut read = 0;
+            while let Some((_, answer)) = std::future::poll_fn(|cx| calls.poll_next(cx)).await {
+                answer.unwrap();
+                read += 1;
+            }
+            assert_eq!(read, 3);
+            answering.join().unwrap();
+        }
+    }
+}
