@@ -93,6 +93,9 @@ pub(super) async fn serve<S: Session>(
         let mut pending = Vec::new();
         if waiters.is_empty() {
             match inbox.recv().await {
+                // Its waiter left already (nobody waits at all): no
+                // connection for it.
+                Some(Command::Subscribe { .. }) if waiters.is_empty() => continue,
                 Some(Command::Subscribe { confirmed, .. }) => pending.push(confirmed),
                 Some(Command::Unsubscribe { .. }) => continue,
                 None => return,
@@ -158,5 +161,72 @@ async fn sleep_draining(inbox: &mut Inbox, pause: Duration) -> Result<(), ()> {
                 None => return Err(()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::mpsc;
+
+    /// A session that only counts how often it was opened, and ends as if
+    /// the locker were dropped.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Session for Counted {
+        const COMMAND: &'static str = "SUBSCRIBE";
+
+        async fn run(&mut self, _: &Waiters, _: &mut Inbox, _: Opening<'_>) -> SessionEnd {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            SessionEnd::Shutdown
+        }
+    }
+
+    fn subscribe(channel: &str) -> (Command, oneshot::Receiver<bool>) {
+        let (confirmed, answer) = oneshot::channel();
+        let command = Command::Subscribe {
+            channel: channel.to_owned(),
+            confirmed,
+        };
+        (command, answer)
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_waiter_already_left_opens_no_connection() {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let (commands, inbox) = mpsc::unbounded_channel();
+        // The waiter asked, then left before the idle listener read it.
+        let (request, _answer) = subscribe("lock:{a}:released");
+        commands.send(request).unwrap();
+        let unsubscribe = Command::Unsubscribe {
+            channel: "lock:{a}:released".to_owned(),
+        };
+        commands.send(unsubscribe).unwrap();
+        drop(commands);
+        serve(Counted(opened.clone()), Waiters::default(), inbox, false).await;
+        assert_eq!(opened.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_request_of_a_waiter_still_there_opens_the_connection() {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let waiters = Waiters::default();
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let listener = tokio::spawn(serve(
+            Counted(opened.clone()),
+            waiters.clone(),
+            inbox,
+            false,
+        ));
+        // Idle: nobody waits yet.
+        tokio::task::yield_now().await;
+        assert_eq!(opened.load(Ordering::SeqCst), 0);
+        let _waiting = waiters.join("lock:{a}:released", Box::new(|_| {}));
+        let (request, _answer) = subscribe("lock:{a}:released");
+        commands.send(request).unwrap();
+        listener.await.unwrap();
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
     }
 }
