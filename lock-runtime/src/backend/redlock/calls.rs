@@ -13,15 +13,22 @@
 //! Unlike `FuturesUnordered`, whose one wake-up of its owner cannot be held
 //! back without losing the next, each call has a waker of its own that
 //! marks it for the next poll and counts.
+//!
+//! Every call of a round starts at once and has the same bound, so one
+//! [`Deadline`] bounds them all: one timer per round, not one per master
+//! (a timer costs about a thousand instructions to arm and disarm, and
+//! its driver's lock is shared with every thread that makes calls).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
 
+use super::master::Master;
 use crate::error::LockError;
 
 /// One master's answer: its index and what it answered.
@@ -30,9 +37,47 @@ pub(super) type Answer<T> = (usize, Result<T, LockError>);
 /// One master's call, answering its index and its answer.
 pub(super) type Call<T> = Pin<Box<dyn Future<Output = Answer<T>> + Send>>;
 
+/// When the calls still running of a round are cut off, each answering a
+/// timeout.
+pub(super) struct Deadline {
+    /// Armed at the round's first wait, on the runtime current then.
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// What the calls were, and their bound, for the timeout's message.
+    what: &'static str,
+    bound: Duration,
+    /// The round's masters, named in the log of a timeout.
+    masters: Arc<[Arc<Master>]>,
+}
+
+impl Deadline {
+    /// `bound` from now, for calls doing `what` on (some of) `masters`.
+    pub(super) fn after(bound: Duration, what: &'static str, masters: &Arc<[Arc<Master>]>) -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep(bound)),
+            what,
+            bound,
+            masters: masters.clone(),
+        }
+    }
+
+    /// The timeout a call of master `index` answers when cut off.
+    fn cut_off(&self, index: usize) -> LockError {
+        let error = LockError::redis_timeout(self.what, self.bound);
+        if let Some(master) = self.masters.get(index) {
+            let what = self.what;
+            tracing::debug!(master = %master.addr(), error = %error, "{what} failed on a Redlock master");
+        }
+        error
+    }
+}
+
 /// A round's calls and the answers not yet read.
 pub(super) struct Calls<T> {
     slots: Vec<Slot<T>>,
+    /// Of each call, the master it answers for.
+    masters: Vec<usize>,
+    /// None in unit tests of the wake-ups alone.
+    deadline: Option<Deadline>,
     /// One per call, marking it woken.
     wakers: Vec<Waker>,
     shared: Arc<Shared>,
@@ -85,9 +130,11 @@ fn bit(index: usize) -> u64 {
 }
 
 impl<T> Calls<T> {
-    /// The calls, none polled yet; every wake-up reaches the caller until
-    /// [`Self::decisive_from`] says otherwise.
-    pub(super) fn new(calls: Vec<Call<T>>) -> Self {
+    /// The calls, each with the index of its master, none polled yet; every
+    /// wake-up reaches the caller until [`Self::decisive_from`] says
+    /// otherwise. Those still running at `deadline` answer a timeout.
+    pub(super) fn new(calls: Vec<(usize, Call<T>)>, deadline: Option<Deadline>) -> Self {
+        let (masters, calls): (Vec<usize>, Vec<Call<T>>) = calls.into_iter().unzip();
         let all = (0..calls.len()).fold(0, |bits, index| bits | bit(index));
         let shared = Arc::new(Shared {
             woken: AtomicU64::new(all),
@@ -105,6 +152,8 @@ impl<T> Calls<T> {
         Self {
             running: calls.len(),
             slots: calls.into_iter().map(Slot::Running).collect(),
+            masters,
+            deadline,
             wakers,
             shared,
             decisive: 1,
@@ -147,6 +196,9 @@ impl<T> Calls<T> {
                 return Poll::Ready(None);
             }
         }
+        if self.cut_off_at_deadline(cx) {
+            return Poll::Ready(self.take_answered());
+        }
         // Every answer in was read: hold back the wake-ups of the answers
         // that cannot settle anything yet.
         let still = self.decisive.saturating_sub(self.read).max(1);
@@ -161,6 +213,24 @@ impl<T> Calls<T> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// Whether the deadline passed, answering a timeout for every call
+    /// still running; if not, the deadline wakes the caller when it does.
+    fn cut_off_at_deadline(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(deadline) = self.deadline.as_mut() else {
+            return false;
+        };
+        if deadline.sleep.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        for (slot, &master) in self.slots.iter_mut().zip(&self.masters) {
+            if matches!(slot, Slot::Running(_)) {
+                *slot = Slot::Answered((master, Err(deadline.cut_off(master))));
+                self.running -= 1;
+            }
+        }
+        true
     }
 
     /// Polls each running call marked in `woken` once.
@@ -219,17 +289,17 @@ mod tests {
 
     /// Three calls that answer when their sender says so.
     fn three() -> (Calls<u8>, Vec<oneshot::Sender<u8>>) {
-        let (senders, calls): (Vec<_>, Vec<Call<u8>>) = (0..3)
+        let (senders, calls): (Vec<_>, Vec<(usize, Call<u8>)>) = (0..3)
             .map(|index| {
                 let (send, receive) = oneshot::channel::<u8>();
                 let call: Call<u8> = Box::pin(async move {
                     let answer = receive.await.map_err(|_| LockError::config("dropped"));
                     (index, answer)
                 });
-                (send, call)
+                (send, (index, call))
             })
             .unzip();
-        (Calls::new(calls), senders)
+        (Calls::new(calls, None), senders)
     }
 
     #[test]
@@ -286,6 +356,47 @@ mod tests {
             assert!(answer.is_err());
         }
         assert!(calls.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_still_running_at_the_deadline_answer_a_timeout() {
+        let (calls, mut senders) = three();
+        let Calls { slots, masters, .. } = calls;
+        let calls = slots
+            .into_iter()
+            .zip(masters)
+            .map(|(slot, master)| match slot {
+                Slot::Running(call) => (master, call),
+                _ => unreachable!("no call was polled"),
+            })
+            .collect();
+        let bound = Duration::from_secs(1);
+        let nobody: Arc<[Arc<Master>]> = Arc::from(Vec::new());
+        let mut calls = Calls::new(calls, Some(Deadline::after(bound, "a test call", &nobody)));
+        calls.decisive_from(2);
+        senders.remove(1).send(7).unwrap();
+        let started = tokio::time::Instant::now();
+        let read_all = async {
+            let mut answers = vec![];
+            while let Some((index, answer)) = std::future::poll_fn(|cx| calls.poll_next(cx)).await {
+                let timed_out = |err| matches!(err, LockError::Redis(redis) if redis.is_timeout());
+                answers.push((index, answer.map_err(timed_out)));
+            }
+            answers
+        };
+        let mut answers = tokio::time::timeout(bound * 2, read_all)
+            .await
+            .expect("the calls still running were not cut off");
+        answers.sort();
+        assert_eq!(answers, [(0, Err(true)), (1, Ok(7)), (2, Err(true))]);
+        assert_eq!(
+            started.elapsed(),
+            bound,
+            "cut off at the deadline, not before"
+        );
+        assert!(calls.is_empty());
+        // The calls cut off were dropped: their senders see nobody listens.
+        assert!(senders.iter().all(oneshot::Sender::is_closed));
     }
 
     #[tokio::test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use super::calls::{Answer, Call, Calls};
+use super::calls::{Answer, Call, Calls, Deadline};
 use super::master::Master;
 use crate::backend::flights::InFlight;
 use crate::backend::single::SingleBackend;
@@ -35,10 +35,15 @@ pub(crate) struct Round<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Round<T> {
-    /// A round of `calls` carrying `flight`, on the current runtime.
-    fn new(calls: Vec<Call<T>>, flight: Option<InFlight>) -> Self {
+    /// A round of `calls` (each with its master's index) carrying
+    /// `flight`, on the current runtime, until `deadline`.
+    fn new(
+        calls: Vec<(usize, Call<T>)>,
+        deadline: Option<Deadline>,
+        flight: Option<InFlight>,
+    ) -> Self {
         Self {
-            calls: Some(Calls::new(calls)),
+            calls: Some(Calls::new(calls, deadline)),
             flight,
             runtime: tokio::runtime::Handle::current(),
         }
@@ -112,38 +117,35 @@ where
     T: Send + 'static,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    let calls: Vec<Call<T>> = masters
+    let calls: Vec<(usize, Call<T>)> = masters
         .into_iter()
         .map(|index| {
             let master = all[index].clone();
-            let call = master
-                .backend()
-                .map(|backend| tokio::time::timeout(bound, call(backend)));
+            let call = master.backend().map(&call);
             let answering: Call<T> = Box::pin(Answering {
                 index,
                 master,
-                bound,
                 what,
                 call,
             });
-            answering
+            (index, answering)
         })
         .collect();
-    Round::new(calls, flight)
+    Round::new(calls, Some(Deadline::after(bound, what, all)), flight)
 }
 
 pin_project_lite::pin_project! {
-    /// One master's call within its bound, answering its index with its
-    /// answer. Written out rather than as an `async` block, which would
-    /// keep the call twice (as a capture and as the timeout it awaits).
+    /// One master's call, answering its index with its answer (the
+    /// round's deadline bounds it). Written out rather than as an `async`
+    /// block, which would keep the call twice (as a capture and as the
+    /// future it awaits).
     struct Answering<Fut> {
         index: usize,
         master: Arc<Master>,
-        bound: Duration,
         what: &'static str,
         // `None`: the master was never reached.
         #[pin]
-        call: Option<tokio::time::Timeout<Fut>>,
+        call: Option<Fut>,
     }
 }
 
@@ -157,10 +159,7 @@ where
         let this = self.project();
         let answer = match this.call.as_pin_mut() {
             None => Err(not_connected(this.master)),
-            Some(call) => match std::task::ready!(call.poll(cx)) {
-                Ok(answer) => answer,
-                Err(_) => Err(LockError::redis_timeout(this.what, *this.bound)),
-            },
+            Some(call) => std::task::ready!(call.poll(cx)),
         };
         if let Err(err) = &answer {
             let what = *this.what;
@@ -191,7 +190,7 @@ mod tests {
     /// A round over `calls`, carrying a fresh operation's flight.
     fn round_of(calls: Vec<Call<u8>>) -> (Round<u8>, crate::backend::flights::Landing) {
         let (flight, landing) = in_flight();
-        let round = Round::new(calls, Some(flight));
+        let round = Round::new(calls.into_iter().enumerate().collect(), None, Some(flight));
         (round, landing)
     }
 
