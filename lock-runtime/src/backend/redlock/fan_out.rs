@@ -1,5 +1,6 @@
-//! One call on every master at once, each bounded on its own, answers
-//! taken in the order they arrive, so a round can stop as soon as its
+//! One call on every master at once, all within the round's bound (one
+//! deadline for the round, see [`super::calls`]), answers taken in the
+//! order they arrive, so a round can stop as soon as its
 //! outcome is known without waiting for a slow master.
 //!
 //! The caller's task runs the calls while it reads their answers (no task
