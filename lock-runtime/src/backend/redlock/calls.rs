@@ -11,8 +11,8 @@
 //! least once per answer, so none is ever held back past that count.
 //!
 //! Unlike `FuturesUnordered`, whose one wake-up of its owner cannot be held
-//! back without losing the next, each call has a waker of its own that
-//! marks it for the next poll and counts.
+//! back without losing the next, the calls' waker marks them for the next
+//! poll and counts.
 //!
 //! Every call of a round starts at once and has the same bound, so one
 //! [`Deadline`] bounds them all: one timer per round, not one per master
@@ -22,7 +22,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -74,12 +74,10 @@ impl Deadline {
 /// A round's calls and the answers not yet read.
 pub(super) struct Calls<T> {
     slots: Vec<Slot<T>>,
-    /// Of each call, the master it answers for.
-    masters: Vec<usize>,
     /// None in unit tests of the wake-ups alone.
     deadline: Option<Deadline>,
-    /// One per call, marking it woken.
-    wakers: Vec<Waker>,
+    /// The calls' waker: the shared state below.
+    waker: Waker,
     shared: Arc<Shared>,
     /// Calls still running.
     running: usize,
@@ -90,71 +88,59 @@ pub(super) struct Calls<T> {
 }
 
 enum Slot<T> {
-    Running(Call<T>),
+    /// A call still running, and the master it answers for.
+    Running(usize, Call<T>),
     Answered(Answer<T>),
     Read,
 }
 
-/// What the calls' wakers share with the caller.
+/// What the calls' waker shares with the caller. One waker serves every
+/// call: a round has a handful, and polling one that has not answered
+/// yet costs less than a waker of its own would (an allocation each).
 struct Shared {
-    /// The calls woken since they were last polled, one bit each (calls
-    /// past the 64th share the last bit: all of them are polled then).
-    woken: AtomicU64,
+    /// Some call was woken since the calls were last polled.
+    woken: AtomicBool,
     /// Wake-ups still to come before the caller's task is woken.
     held: AtomicIsize,
     caller: AtomicWaker,
 }
 
-/// The waker of the call(s) on bit `bit`.
-struct CallWaker {
-    bit: u64,
-    shared: Arc<Shared>,
-}
-
-impl Wake for CallWaker {
+impl Wake for Shared {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.woken.fetch_or(self.bit, Ordering::AcqRel);
-        if self.shared.held.fetch_sub(1, Ordering::AcqRel) <= 1 {
-            self.shared.caller.wake();
+        self.woken.store(true, Ordering::Release);
+        if self.held.fetch_sub(1, Ordering::AcqRel) <= 1 {
+            self.caller.wake();
         }
     }
-}
-
-/// The bit of call `index`.
-fn bit(index: usize) -> u64 {
-    1 << index.min(63)
 }
 
 impl<T> Calls<T> {
     /// The calls, each with the index of its master, none polled yet; every
     /// wake-up reaches the caller until [`Self::decisive_from`] says
     /// otherwise. Those still running at `deadline` answer a timeout.
-    pub(super) fn new(calls: Vec<(usize, Call<T>)>, deadline: Option<Deadline>) -> Self {
-        let (masters, calls): (Vec<usize>, Vec<Call<T>>) = calls.into_iter().unzip();
-        let all = (0..calls.len()).fold(0, |bits, index| bits | bit(index));
+    pub(super) fn new(
+        calls: impl IntoIterator<Item = (usize, Call<T>)>,
+        deadline: Option<Deadline>,
+    ) -> Self {
+        let slots: Vec<Slot<T>> = calls
+            .into_iter()
+            .map(|(master, call)| Slot::Running(master, call))
+            .collect();
         let shared = Arc::new(Shared {
-            woken: AtomicU64::new(all),
+            // Every call is polled at the first poll.
+            woken: AtomicBool::new(true),
             held: AtomicIsize::new(1),
             caller: AtomicWaker::new(),
         });
-        let wakers = (0..calls.len())
-            .map(|index| {
-                Waker::from(Arc::new(CallWaker {
-                    bit: bit(index),
-                    shared: shared.clone(),
-                }))
-            })
-            .collect();
         Self {
-            running: calls.len(),
-            slots: calls.into_iter().map(Slot::Running).collect(),
-            masters,
+            running: slots.len(),
+            slots,
             deadline,
-            wakers,
+            waker: Waker::from(shared.clone()),
             shared,
             decisive: 1,
             read: 0,
@@ -186,9 +172,8 @@ impl<T> Calls<T> {
             return Poll::Ready(None);
         }
         self.shared.caller.register(cx.waker());
-        let woken = self.shared.woken.swap(0, Ordering::AcqRel);
-        if woken != 0 {
-            self.poll_woken(woken);
+        if self.shared.woken.swap(false, Ordering::AcqRel) {
+            self.poll_running();
             if let Some(answer) = self.take_answered() {
                 return Poll::Ready(Some(answer));
             }
@@ -209,7 +194,7 @@ impl<T> Calls<T> {
         // A call woken since the swap counted against the old hold: poll
         // again soon rather than wait for a wake-up it may have used up.
         // (Not at once: a call that wakes itself would spin here.)
-        if self.shared.woken.load(Ordering::Acquire) != 0 {
+        if self.shared.woken.load(Ordering::Acquire) {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -224,8 +209,8 @@ impl<T> Calls<T> {
         if deadline.sleep.as_mut().poll(cx).is_pending() {
             return false;
         }
-        for (slot, &master) in self.slots.iter_mut().zip(&self.masters) {
-            if matches!(slot, Slot::Running(_)) {
+        for slot in &mut self.slots {
+            if let Slot::Running(master, _) = *slot {
                 *slot = Slot::Answered((master, Err(deadline.cut_off(master))));
                 self.running -= 1;
             }
@@ -233,14 +218,13 @@ impl<T> Calls<T> {
         true
     }
 
-    /// Polls each running call marked in `woken` once.
-    fn poll_woken(&mut self, woken: u64) {
-        for (index, slot) in self.slots.iter_mut().enumerate() {
-            let Slot::Running(call) = slot else { continue };
-            if woken & bit(index) == 0 {
+    /// Polls each running call once.
+    fn poll_running(&mut self) {
+        let mut cx = Context::from_waker(&self.waker);
+        for slot in &mut self.slots {
+            let Slot::Running(_, call) = slot else {
                 continue;
-            }
-            let mut cx = Context::from_waker(&self.wakers[index]);
+            };
             if let Poll::Ready(answer) = call.as_mut().poll(&mut cx) {
                 *slot = Slot::Answered(answer);
                 self.running -= 1;
@@ -361,12 +345,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn calls_still_running_at_the_deadline_answer_a_timeout() {
         let (calls, mut senders) = three();
-        let Calls { slots, masters, .. } = calls;
-        let calls = slots
+        let calls: Vec<(usize, Call<u8>)> = calls
+            .slots
             .into_iter()
-            .zip(masters)
-            .map(|(slot, master)| match slot {
-                Slot::Running(call) => (master, call),
+            .map(|slot| match slot {
+                Slot::Running(master, call) => (master, call),
                 _ => unreachable!("no call was polled"),
             })
             .collect();

@@ -39,7 +39,7 @@ impl<T: Send + 'static> Round<T> {
     /// A round of `calls` (each with its master's index) carrying
     /// `flight`, on the current runtime, until `deadline`.
     fn new(
-        calls: Vec<(usize, Call<T>)>,
+        calls: impl IntoIterator<Item = (usize, Call<T>)>,
         deadline: Option<Deadline>,
         flight: Option<InFlight>,
     ) -> Self {
@@ -118,20 +118,17 @@ where
     T: Send + 'static,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    let calls: Vec<(usize, Call<T>)> = masters
-        .into_iter()
-        .map(|index| {
-            let master = all[index].clone();
-            let call = master.backend().map(&call);
-            let answering: Call<T> = Box::pin(Answering {
-                index,
-                master,
-                what,
-                call,
-            });
-            (index, answering)
-        })
-        .collect();
+    let calls = masters.into_iter().map(|index| {
+        let master = all[index].clone();
+        let call = master.backend().map(&call);
+        let answering: Call<T> = Box::pin(Answering {
+            index,
+            master,
+            what,
+            call,
+        });
+        (index, answering)
+    });
     Round::new(calls, Some(Deadline::after(bound, what, all)), flight)
 }
 
@@ -191,7 +188,7 @@ mod tests {
     /// A round over `calls`, carrying a fresh operation's flight.
     fn round_of(calls: Vec<Call<u8>>) -> (Round<u8>, crate::backend::flights::Landing) {
         let (flight, landing) = in_flight();
-        let round = Round::new(calls.into_iter().enumerate().collect(), None, Some(flight));
+        let round = Round::new(calls.into_iter().enumerate(), None, Some(flight));
         (round, landing)
     }
 
