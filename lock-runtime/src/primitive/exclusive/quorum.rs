@@ -80,7 +80,7 @@
 //! - Mutual exclusion itself rests on leases, hence on clocks: a master
 //!   whose clock jumps forward expires a key early (as with any Redlock).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
@@ -113,25 +113,24 @@ pub(crate) async fn acquire(
         quarantine,
         format_args!("the ttl of lock `{}`", keys.name()),
     )?;
-    let mut call = scripts::ACQUIRE_COUNTED.call();
-    call.key(keys.lock())
-        .key(keys.counter())
-        .key(keys.up_mark())
-        .arg(token.as_str())
-        .arg(attempt.ttl.as_millis())
-        .arg(quarantine.as_millis())
-        .arg(attempt.mark_arg());
-    let call = Arc::new(call);
     // A free lock is taken with plain commands (see `plain`); the script
-    // runs where they did not finish the grant.
-    let pipe = attempt.plain_first.then(|| {
-        Arc::new(plain::take_if_free_counted(
-            keys.lock(),
-            token.as_str(),
-            attempt.ttl_ms(),
-            keys.counter(),
-            keys.up_mark(),
-        ))
+    // runs where they did not finish the grant, and is written only then.
+    let tries = Arc::new(Tries {
+        plain: attempt.plain_first.then(|| {
+            plain::take_if_free_counted(
+                keys.lock(),
+                token.as_str(),
+                attempt.ttl_ms(),
+                keys.counter(),
+                keys.up_mark(),
+            )
+        }),
+        keys: keys.clone(),
+        token: token.clone(),
+        ttl: attempt.ttl,
+        quarantine,
+        mark: attempt.mark_arg(),
+        script: OnceLock::new(),
     });
     let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
     let mut round = masters
@@ -141,16 +140,16 @@ pub(crate) async fn acquire(
             "a lock script",
             Some(attempt.flight),
             move |master| {
-                let (call, pipe) = (call.clone(), pipe.clone());
+                let tries = tries.clone();
                 async move {
-                    if let Some(pipe) = pipe {
-                        let answer = master.run_plain(route, &pipe).await?;
+                    if let Some(pipe) = &tries.plain {
+                        let answer = master.run_plain(route, pipe).await?;
                         if let Some(fence) = plain::counted_fence_of(answer, quarantine_ms) {
                             // As the script answers a grant past the quarantine.
                             return Ok(vec![1, i64::try_from(fence).unwrap_or(i64::MAX), 0]);
                         }
                     }
-                    master.run::<Vec<i64>>(route, &call).await
+                    master.run::<Vec<i64>>(route, tries.script()).await
                 }
             },
         )
@@ -224,6 +223,37 @@ pub(crate) async fn acquire(
                 down,
             })
         }
+    }
+}
+
+/// What each master of an acquire round is sent: the plain commands, and
+/// the acquire script where they did not finish the grant (written at its
+/// first use: a free lock on masters in step never needs it).
+struct Tries {
+    plain: Option<redis::Pipeline>,
+    keys: LockKeys,
+    token: OwnerToken,
+    ttl: Duration,
+    quarantine: Duration,
+    /// Whether a busy answer marks the lock (the acquisition waits).
+    mark: &'static str,
+    script: OnceLock<ScriptCall>,
+}
+
+impl Tries {
+    /// The acquire script's call.
+    fn script(&self) -> &ScriptCall {
+        self.script.get_or_init(|| {
+            let mut call = scripts::ACQUIRE_COUNTED.call();
+            call.key(self.keys.lock())
+                .key(self.keys.counter())
+                .key(self.keys.up_mark())
+                .arg(self.token.as_str())
+                .arg(self.ttl.as_millis())
+                .arg(self.quarantine.as_millis())
+                .arg(self.mark);
+            call
+        })
     }
 }
 
