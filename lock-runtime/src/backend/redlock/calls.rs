@@ -17,7 +17,11 @@
 //! Every call of a round starts at once and has the same bound, so one
 //! [`Deadline`] bounds them all: one timer per round, not one per master
 //! (a timer costs about a thousand instructions to arm and disarm, and
-//! its driver's lock is shared with every thread that makes calls).
+//! its driver's lock is shared with every thread that makes calls). Each
+//! master's connection keeps its response timeout besides: a master that
+//! holds its connection but does not answer fails at that timeout, which
+//! is usually shorter than the round's bound (that one also covers a
+//! reconnect).
 
 use std::future::Future;
 use std::pin::Pin;
