@@ -66,7 +66,7 @@ impl LockConfig {
     /// The lease length used unless [`LockConfig::default_ttl`] sets another.
     pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
     /// Pooled connections used unless [`LockConfig::pool_size`] sets another.
-    pub const DEFAULT_POOL_SIZE: usize = 2;
+    pub const DEFAULT_POOL_SIZE: usize = 1;
     /// Connect timeout used unless [`LockConfig::connect_timeout`] sets another.
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
     /// Response timeout used unless [`LockConfig::response_timeout`] sets another.
@@ -261,8 +261,14 @@ impl LockConfig {
     }
 
     /// Number of multiplexed connections the lock traffic is spread over,
-    /// round-robin (default 2). The watchdog's renewals use one more, and
+    /// round-robin (default 1). The watchdog's renewals use one more, and
     /// waiting for release messages another (opened at the first wait).
+    ///
+    /// One multiplexed connection pipelines every caller's requests, and
+    /// more of them measured slower in the benchmark's `parallel_64`
+    /// sweep (each is one more socket to write and read per wake-up). It
+    /// also bounds how many acquisitions that wait for replicas (`WAIT`)
+    /// run at once: each pool slot has one connection for them.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
         self
