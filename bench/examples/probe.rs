@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! cargo build --release -p lock-bench --example probe
+//! target/release/examples/probe project --redlock --pinned
 //! perf stat -e task-clock,context-switches -- target/release/examples/probe project --pinned
 //! perf sched record -- target/release/examples/probe raw_own_thread --pinned
 //! ```
@@ -13,7 +14,10 @@
 //! `rslock`), then any of `--redlock` (three masters; `project` and
 //! `rslock` only), `--pinned` (servers on the last core, this process on
 //! the others, as `--pinned` in the benchmark) and `--secs N` (default 4).
-//! Prints pairs per second. The servers are its own, stopped at the end.
+//! Prints pairs per second, and what each kind of thread of the client
+//! did per pair: its CPU time, how often it parked (gave up the core to
+//! wait) and how often another thread preempted it. The servers are its
+//! own, stopped at the end.
 
 #[path = "../benches/locks/rslock_contender.rs"]
 mod rslock_contender;
@@ -26,7 +30,7 @@ use lock_bench::project::ProjectContender;
 use lock_bench::raw::RawContender;
 use lock_bench::scenarios::uncontended::pair;
 use lock_bench::setup::REDLOCK_MASTERS;
-use lock_bench::{BenchResult, Contender, server};
+use lock_bench::{BenchResult, Contender, cpu, server};
 use lock_servers::RedisServer;
 use rslock_contender::RslockContender;
 use tokio::time::Instant;
@@ -79,7 +83,7 @@ fn run() -> BenchResult<()> {
         .enable_all()
         .build()?;
     let duration = Duration::from_secs(seconds);
-    let rate = runtime.block_on(async {
+    let window = runtime.block_on(async {
         match (implementation.as_str(), redlock) {
             ("project", false) => drive(ProjectContender::connect(&urls[0], None).await?, duration).await,
             ("project", true) => {
@@ -99,16 +103,53 @@ fn run() -> BenchResult<()> {
             .into()),
         }
     })?;
-    println!("{implementation}: {rate:.0} pairs/s");
+    println!(
+        "{implementation}: {:.0} pairs/s",
+        window.pairs as f64 / window.duration.as_secs_f64()
+    );
+    window.print_threads();
     Ok(())
 }
 
+/// What one run measured: its pairs, and its threads' work meanwhile.
+struct Window {
+    pairs: u64,
+    duration: Duration,
+    threads: Vec<cpu::ThreadsUsage>,
+}
+
+impl Window {
+    /// Per pair, each kind of thread's CPU time and context switches.
+    fn print_threads(&self) {
+        let per_pair = |count: f64| count / self.pairs.max(1) as f64;
+        println!(
+            "{:<18} {:>12} {:>12} {:>16}",
+            "threads", "CPU µs/pair", "parked/pair", "preempted/pair"
+        );
+        // The main thread only waits in `block_on`: under a millisecond.
+        for usage in self
+            .threads
+            .iter()
+            .filter(|u| u.run >= Duration::from_millis(1))
+        {
+            println!(
+                "{:<18} {:>12.2} {:>12.3} {:>16.3}",
+                usage.name,
+                per_pair(usage.run.as_secs_f64() * 1e6),
+                per_pair(usage.voluntary as f64),
+                per_pair(usage.involuntary as f64),
+            );
+        }
+    }
+}
+
 /// Warms up, then runs [`TASKS`] tasks of pairs on keys of their own for
-/// `duration`; the pairs per second.
-async fn drive<C: Contender>(contender: C, duration: Duration) -> BenchResult<f64> {
+/// `duration`; the pairs, and what the threads did meanwhile.
+async fn drive<C: Contender>(contender: C, duration: Duration) -> BenchResult<Window> {
     for i in 0..200 {
         pair(&contender, format!("probe:warm:{i}")).await?;
     }
+    let before = cpu::threads_usage();
     let end = Instant::now() + duration;
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -127,5 +168,10 @@ async fn drive<C: Contender>(contender: C, duration: Duration) -> BenchResult<f6
     for task in tasks {
         pairs += task.await??;
     }
-    Ok(pairs as f64 / duration.as_secs_f64())
+    let threads = cpu::usage_between(&before, &cpu::threads_usage());
+    Ok(Window {
+        pairs,
+        duration,
+        threads,
+    })
 }
