@@ -205,16 +205,27 @@ impl Lease {
     /// `account` runs before anyone waiting on [`Self::subscribe`] is
     /// woken, so what it records is visible to them.
     pub(crate) fn leave_held(&self, to: LeaseState, account: impl FnOnce()) -> bool {
+        let mut left = false;
         self.state.send_if_modified(|state| {
-            let changed = *state == LeaseState::Held;
-            if changed {
-                *state = to;
-                account();
-                let held = self.clock.now().saturating_duration_since(self.granted_at);
-                telemetry::ended(self.template, held);
+            if *state != LeaseState::Held {
+                return false;
             }
-            changed
-        })
+            *state = to;
+            left = true;
+            account();
+            telemetry::ended(self.template, || {
+                self.clock.now().saturating_duration_since(self.granted_at)
+            });
+            // Wake subscribers only if there are any: most holds have
+            // none, and the wake-up walks every shard of the channel's
+            // notifier. One subscribing meanwhile is either counted here
+            // (and woken) or looks at the value only after this write
+            // (`lost::signal` looks under the value's lock before it
+            // waits, and a look before this write would have made its
+            // count visible here), so it sees the new state.
+            self.state.receiver_count() > 0
+        });
+        left
     }
 
     /// Records that the lease was lost to its hold cap (before it leaves
@@ -285,6 +296,37 @@ mod tests {
             "a released lease was marked lost"
         )));
         assert_eq!(lease.state(), LeaseState::Released);
+    }
+
+    /// Whether a receiver's `wait_for(Lost)` completes at once (polled
+    /// once, no runtime needed).
+    fn sees_lost_now(state: &mut watch::Receiver<LeaseState>) -> bool {
+        let waiting = state.wait_for(|s| *s == LeaseState::Lost);
+        futures_util::FutureExt::now_or_never(waiting).is_some_and(|seen| seen.is_ok())
+    }
+
+    #[test]
+    fn a_subscriber_from_before_the_loss_is_woken() {
+        let lease = lease();
+        let mut state = lease.subscribe();
+        assert!(!sees_lost_now(&mut state));
+        let mut changed = Box::pin(state.changed());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(changed.as_mut().poll(&mut cx).is_pending());
+        assert!(lease.leave_held(LeaseState::Lost, || {}));
+        // Counted when the lease left `Held`: the change was announced.
+        assert!(changed.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_subscriber_from_after_an_unheard_loss_still_sees_it() {
+        let lease = lease();
+        // Nobody listens: the change is made without a wake-up.
+        assert!(lease.leave_held(LeaseState::Lost, || {}));
+        let mut state = lease.subscribe();
+        assert!(sees_lost_now(&mut state));
+        assert_eq!(lease.state(), LeaseState::Lost);
     }
 
     #[test]

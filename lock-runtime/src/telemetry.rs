@@ -50,13 +50,14 @@ pub(crate) fn granted(template: &'static str) {
     let _ = template;
 }
 
-/// A lock of `template` held for `held` was released or lost.
-pub(crate) fn ended(template: &'static str, held: Duration) {
+/// A lock of `template`, held for what `held` answers, was released or
+/// lost (`held` reads a clock: only called where metrics are compiled in).
+pub(crate) fn ended(template: &'static str, held: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
     {
         let labels = [("template", template), ("primitive", PRIMITIVE)];
         metrics::gauge!("lock_held", &labels).decrement(1.0);
-        metrics::histogram!("lock_hold_seconds", &labels).record(held.as_secs_f64());
+        metrics::histogram!("lock_hold_seconds", &labels).record(held().as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (template, held);
