@@ -253,7 +253,12 @@ fn sentinel_failover_without_wait_is_reported() {
 
 /// A Sentinel run; returns its violations (asserted by the caller).
 fn sentinel_run(name: &str, replicas: Option<&str>) -> usize {
-    let run_for = run_for(20);
+    // With `WAIT`, sections are fewer (each grant waits for a replica),
+    // and a freeze waits up to 10 s for a holder in a long hold: in 20 s
+    // the run had room for one such wait before its failover, and in
+    // one run of six it found no holder (0 freezes hit, a vacuous run).
+    // 30 s leave room for a second wait.
+    let run_for = run_for(if replicas.is_some() { 30 } else { 20 });
     let setup = SentinelSetup::start();
     let store = RedisServer::start();
     let mut plan = plan(LockPath::Direct(setup.url()), &store, run_for);
