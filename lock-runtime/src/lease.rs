@@ -260,7 +260,10 @@ impl Lease {
         self.leave_held(LeaseState::Released, || {});
     }
 
-    /// A receiver that sees every state change.
+    /// A receiver that is woken by every state change after it was made.
+    /// It must look at the value before it waits (`wait_for` does): a
+    /// change made while nobody subscribed wakes nobody (see
+    /// [`Self::leave_held`]).
     pub(crate) fn subscribe(&self) -> watch::Receiver<LeaseState> {
         self.state.subscribe()
     }
