@@ -92,10 +92,9 @@ pub(crate) async fn acquire(
                 attempt.token.as_str(),
                 attempt.ttl_ms(),
             );
-            if let Some(answer) = node
+            if let Some(plain::Answer(Some(fence))) = node
                 .run_plain::<plain::Answer>(attempt.route, &pipe)
                 .await?
-                && let Some(fence) = plain::fence_of(answer)
             {
                 return Ok(AcquireReply::Acquired { fence });
             }

@@ -32,6 +32,8 @@
 //! to run). An `INCR` whose `SET` found the key taken counts for nothing:
 //! fences skip a number, which they may.
 
+use redis::{FromRedisValue, ParsingError, Value};
+
 /// The pipeline that takes `lock` for `token` if it is free, then reads
 /// the clock.
 pub(crate) fn take_if_free(lock: &str, token: &str, ttl_ms: u64) -> redis::Pipeline {
@@ -56,13 +58,55 @@ fn set_nx_px(lock: &str, token: &str, ttl_ms: u64) -> redis::Cmd {
     set
 }
 
-/// The answer of [`take_if_free`]: whether the `SET` took the lock, and
-/// the server's clock just after (seconds, microseconds).
-pub(crate) type Answer = (Option<String>, (u64, u64));
+/// The answer of [`take_if_free`]: the fence when the `SET` took the
+/// lock, None when the key was there. Read straight from the replies,
+/// without the `String` and tuples a generic reading allocates: this runs
+/// on every uncontended acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answer(pub(crate) Option<u64>);
 
-/// The fence when the lock was taken; None when the key was there.
-pub(crate) fn fence_of((set, (seconds, micros)): Answer) -> Option<u64> {
-    set.map(|_| seconds.saturating_mul(1_000_000).saturating_add(micros))
+impl FromRedisValue for Answer {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let [set, clock] = replies::<2>(&value)?;
+        let [seconds, micros] = replies::<2>(clock)?;
+        let (seconds, micros) = (number(seconds)?, number(micros)?);
+        // The fence is the clock in microseconds.
+        Ok(Answer(took(set)?.then(|| {
+            seconds.saturating_mul(1_000_000).saturating_add(micros)
+        })))
+    }
+}
+
+/// The `N` replies of a pipeline (or of a command answering an array).
+fn replies<const N: usize>(value: &Value) -> Result<&[Value; N], ParsingError> {
+    match value {
+        Value::Array(items) => items
+            .as_slice()
+            .try_into()
+            .map_err(|_| format!("{N} replies expected, got {}", items.len()).into()),
+        other => Err(format!("an array of {N} replies expected, got {other:?}").into()),
+    }
+}
+
+/// Whether a `SET NX` took the key: `OK`, or nil when it was there.
+fn took(set: &Value) -> Result<bool, ParsingError> {
+    match set {
+        Value::Okay => Ok(true),
+        Value::SimpleString(text) if text == "OK" => Ok(true),
+        Value::Nil => Ok(false),
+        other => Err(format!("`SET NX` answered {other:?}").into()),
+    }
+}
+
+/// A whole number the server wrote as text (`TIME`) or as an integer.
+fn number(value: &Value) -> Result<u64, ParsingError> {
+    let parsed = match value {
+        Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| t.parse().ok()),
+        Value::SimpleString(text) => text.parse().ok(),
+        Value::Int(number) => u64::try_from(*number).ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| format!("a whole number expected, got {value:?}").into())
 }
 
 /// The pipeline that takes `lock` for `token` on a Redlock master if it
@@ -85,22 +129,48 @@ pub(crate) fn take_if_free_counted(
     pipe
 }
 
-/// The answer of [`take_if_free_counted`]: whether the `SET` took the
-/// lock, the counter after the increment, and the up mark.
-pub(crate) type CountedAnswer = (Option<String>, i64, Option<String>);
+/// The answer of [`take_if_free_counted`], read straight from the
+/// replies (see [`Answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CountedAnswer {
+    /// The `SET` took the lock.
+    taken: bool,
+    /// The counter after the increment (it may be negative only if
+    /// something else wrote it; then it is not seeded).
+    counter: i64,
+    /// The up mark's value when it is a number of ms; None when it is
+    /// missing or says something else (a fresh mark).
+    passed_ms: Option<u64>,
+}
+
+impl FromRedisValue for CountedAnswer {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let [set, counter, up_mark] = replies::<3>(&value)?;
+        let counter = match counter {
+            Value::Int(counter) => *counter,
+            other => return Err(format!("`INCR` answered {other:?}").into()),
+        };
+        let passed_ms = match up_mark {
+            Value::Nil => None,
+            mark => number(mark).ok(),
+        };
+        Ok(CountedAnswer {
+            taken: took(set)?,
+            counter,
+            passed_ms,
+        })
+    }
+}
 
 /// The fence when the lock was taken and the grant needs nothing more: the
 /// counter was seeded and the up mark says the restart quarantine
 /// (`quarantine_ms`) has passed. None otherwise (see the module docs).
-pub(crate) fn counted_fence_of(
-    (set, counter, up_mark): CountedAnswer,
-    quarantine_ms: u64,
-) -> Option<u64> {
-    let passed = up_mark
-        .and_then(|mark| mark.parse::<u64>().ok())
+pub(crate) fn counted_fence_of(answer: CountedAnswer, quarantine_ms: u64) -> Option<u64> {
+    let passed = answer
+        .passed_ms
         .is_some_and(|passed| passed >= quarantine_ms);
-    let seeded = counter >= super::scripts::SEEDED;
-    (set.is_some() && seeded && passed).then(|| counter.unsigned_abs())
+    let seeded = answer.counter >= super::scripts::SEEDED;
+    (answer.taken && seeded && passed).then(|| answer.counter.unsigned_abs())
 }
 
 #[cfg(test)]
@@ -127,11 +197,44 @@ mod tests {
         );
     }
 
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    fn pipeline_answer(set: Value) -> Value {
+        let clock = Value::Array(vec![bulk("1732412345"), bulk("678901")]);
+        Value::Array(vec![set, clock])
+    }
+
     #[test]
     fn the_fence_is_the_clock_in_microseconds_when_the_set_took_it() {
-        let taken = (Some("OK".to_owned()), (1_732_412_345, 678_901));
-        assert_eq!(fence_of(taken), Some(1_732_412_345_678_901));
-        assert_eq!(fence_of((None, (1_732_412_345, 678_901))), None);
+        let taken = Answer::from_redis_value(pipeline_answer(Value::Okay)).unwrap();
+        assert_eq!(taken, Answer(Some(1_732_412_345_678_901)));
+        // RESP3 servers and proxies may write the status as a simple string.
+        let simple = Value::SimpleString("OK".to_owned());
+        assert_eq!(
+            Answer::from_redis_value(pipeline_answer(simple)).unwrap(),
+            taken
+        );
+        let busy = Answer::from_redis_value(pipeline_answer(Value::Nil)).unwrap();
+        assert_eq!(busy, Answer(None));
+    }
+
+    #[test]
+    fn an_answer_of_another_shape_is_an_error_not_a_grant() {
+        let odd = [
+            Value::Nil,
+            Value::Array(vec![Value::Okay]),
+            pipeline_answer(Value::Int(1)),
+            Value::Array(vec![Value::Okay, Value::Array(vec![bulk("x"), bulk("1")])]),
+            Value::Array(vec![Value::Okay, Value::Array(vec![bulk("1")])]),
+        ];
+        for value in odd {
+            assert!(
+                Answer::from_redis_value(value.clone()).is_err(),
+                "{value:?}"
+            );
+        }
     }
 
     #[test]
@@ -160,25 +263,49 @@ mod tests {
         );
     }
 
+    fn counted(set: Value, counter: i64, up_mark: Value) -> CountedAnswer {
+        CountedAnswer::from_redis_value(Value::Array(vec![set, Value::Int(counter), up_mark]))
+            .unwrap()
+    }
+
     #[test]
     fn a_counted_grant_is_finished_only_with_a_seeded_counter_past_the_quarantine() {
-        let ok = || Some("OK".to_owned());
-        let passed = || Some("30000".to_owned());
+        let passed = || bulk("30000");
         let seeded = 1_732_412_345_678_901;
         assert_eq!(
-            counted_fence_of((ok(), seeded, passed()), 30_000),
+            counted_fence_of(counted(Value::Okay, seeded, passed()), 30_000),
             Some(seeded as u64)
         );
         // Busy: the script tells whose it is.
-        assert_eq!(counted_fence_of((None, seeded, passed()), 30_000), None);
+        assert_eq!(
+            counted_fence_of(counted(Value::Nil, seeded, passed()), 30_000),
+            None
+        );
         // A counter counted up from nothing is seeded by the script first.
-        assert_eq!(counted_fence_of((ok(), 7, passed()), 30_000), None);
+        assert_eq!(
+            counted_fence_of(counted(Value::Okay, 7, passed()), 30_000),
+            None
+        );
         // No mark (a new or emptied master), a fresh one, or one written
         // for a shorter quarantine: the script reads the uptime.
-        assert_eq!(counted_fence_of((ok(), seeded, None), 30_000), None);
-        let fresh = Some("fresh:30000".to_owned());
-        assert_eq!(counted_fence_of((ok(), seeded, fresh), 30_000), None);
-        assert_eq!(counted_fence_of((ok(), seeded, passed()), 60_000), None);
+        for mark in [Value::Nil, bulk("fresh:30000")] {
+            assert_eq!(
+                counted_fence_of(counted(Value::Okay, seeded, mark), 30_000),
+                None
+            );
+        }
+        assert_eq!(
+            counted_fence_of(counted(Value::Okay, seeded, passed()), 60_000),
+            None
+        );
+    }
+
+    #[test]
+    fn a_counted_answer_of_another_shape_is_an_error() {
+        let not_a_count = Value::Array(vec![Value::Okay, bulk("12"), Value::Nil]);
+        assert!(CountedAnswer::from_redis_value(not_a_count).is_err());
+        let too_short = Value::Array(vec![Value::Okay, Value::Int(12)]);
+        assert!(CountedAnswer::from_redis_value(too_short).is_err());
     }
 
     #[test]
