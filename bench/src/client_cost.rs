@@ -77,7 +77,7 @@ pub fn per_pair(short: (u64, u64), long: (u64, u64)) -> BenchResult<f64> {
 pub struct Cost {
     /// Setup (`single` or `redlock-3`).
     pub setup: String,
-    /// Implementation (`project`, `raw`, `rslock`).
+    /// Implementation (`project`, `raw`, `raw_own_thread`, `rslock`).
     pub implementation: String,
     /// Instructions per pair over the repetitions.
     pub per_pair: Stat,

@@ -54,9 +54,13 @@ fn main() -> ExitCode {
 }
 
 /// Who is measured on which setup, in report order.
-const CASES: [(Setup, &str); 5] = [
+const CASES: [(Setup, &str); 6] = [
     (Setup::Single, "project"),
     (Setup::Single, "raw"),
+    // The raw commands with their connection driven on a thread of its
+    // own, as the project drives its connections: what is left between
+    // it and the project is the project's own work.
+    (Setup::Single, "raw_own_thread"),
     (Setup::Single, "rslock"),
     (
         Setup::Redlock {
@@ -169,6 +173,13 @@ fn child(args: &[String]) -> BenchResult<()> {
             "raw" => {
                 pairs_of(
                     &RawContender::connect(&setup.project_url(urls)).await?,
+                    pairs,
+                )
+                .await
+            }
+            "raw_own_thread" => {
+                pairs_of(
+                    &RawContender::connect_on_own_thread(&setup.project_url(urls)).await?,
                     pairs,
                 )
                 .await
