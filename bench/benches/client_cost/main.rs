@@ -20,6 +20,7 @@ use lock_bench::raw::RawContender;
 use lock_bench::scenarios::uncontended::pair;
 use lock_bench::setup::{REDLOCK_MASTERS, Setup};
 use lock_bench::{BenchResult, Contender, Stat, server};
+use lock_runtime::{LockError, Locker, distributed_lock};
 use lock_servers::RedisServer;
 use rslock_contender::RslockContender;
 use serde_json::json;
@@ -54,8 +55,11 @@ fn main() -> ExitCode {
 }
 
 /// Who is measured on which setup, in report order.
-const CASES: [(Setup, &str); 6] = [
+const CASES: [(Setup, &str); 7] = [
     (Setup::Single, "project"),
+    // The same pair through `#[distributed_lock]`, as the README shows it:
+    // what the attribute adds (its loss signal, its reentrancy check).
+    (Setup::Single, "project_attribute"),
     (Setup::Single, "raw"),
     // The raw commands with their connection driven on a thread of its
     // own, as the project drives its connections: what is left between
@@ -177,6 +181,10 @@ fn child(args: &[String]) -> BenchResult<()> {
                 )
                 .await
             }
+            "project_attribute" => {
+                let contender = ProjectContender::connect(&setup.project_url(urls), None).await?;
+                annotated_calls(contender.locker(), pairs).await
+            }
             "raw_own_thread" => {
                 pairs_of(
                     &RawContender::connect_on_own_thread(&setup.project_url(urls)).await?,
@@ -195,6 +203,22 @@ async fn pairs_of<C: Contender>(contender: &C, pairs: u64) -> BenchResult<()> {
     for i in 0..WARMUP_PAIRS + pairs {
         pair(contender, format!("cost:{i}")).await?;
     }
+    Ok(())
+}
+
+/// The warm-up, then `calls` sequential calls of an annotated function on
+/// fresh keys.
+async fn annotated_calls(locker: &Locker, calls: u64) -> BenchResult<()> {
+    for i in 0..WARMUP_PAIRS + calls {
+        annotated(locker, i).await?;
+    }
+    Ok(())
+}
+
+/// The pair of [`pair`], written with the attribute.
+#[distributed_lock(key = "cost:<i>", ttl = "10s", locker = locker)]
+async fn annotated(locker: &Locker, i: u64) -> Result<(), LockError> {
+    std::hint::black_box(i);
     Ok(())
 }
 
