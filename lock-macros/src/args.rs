@@ -246,6 +246,13 @@ fn max_hold(lit: &LitStr) -> syn::Result<DurationArg> {
             "`max_hold` must be greater than zero: the lock would be given up as soon as it is taken",
         ));
     }
+    // The runtime's `config::rules::MAX_HOLD`.
+    if cap.nanos > 365 * 24 * 3600 * 1_000_000_000 {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`max_hold` must be at most a year",
+        ));
+    }
     Ok(cap)
 }
 

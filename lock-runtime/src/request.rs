@@ -193,11 +193,8 @@ impl LockRequest {
         if let Some(ack) = self.replicas {
             config.topology.check_replicas(ack)?;
         }
-        if self.max_hold.is_some_and(|cap| cap.is_zero()) {
-            return Err(LockError::config(format!(
-                "the max_hold of lock `{}` is zero: it would be given up as soon as it is taken",
-                self.key
-            )));
+        if let Some(cap) = self.max_hold {
+            rules::check_max_hold(cap, format_args!("the max_hold of lock `{}`", self.key))?;
         }
         let plan = Plan {
             keys,

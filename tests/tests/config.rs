@@ -32,6 +32,9 @@ async fn bad_values_are_config_errors_before_connecting() {
     let cases = [
         (base().default_ttl(Duration::ZERO), "default_ttl"),
         (base().pool_size(0), "pool_size"),
+        // Would open (and reserve room for) as many sockets at start-up.
+        (base().pool_size(usize::MAX), "pool_size"),
+        (base().pool_size(1 << 40), "pool_size"),
         (base().connect_timeout(Duration::ZERO), "connect_timeout"),
         (base().response_timeout(Duration::ZERO), "response_timeout"),
         (
@@ -46,6 +49,31 @@ async fn bad_values_are_config_errors_before_connecting() {
             "`{message}` does not name {setting}"
         );
     }
+}
+
+/// A request's `max_hold` out of bounds is refused before anything is
+/// taken: zero, or beyond a year (clock arithmetic on a larger one would
+/// overflow after the server granted the lock).
+#[tokio::test]
+async fn a_max_hold_out_of_bounds_is_a_config_error_and_takes_nothing() {
+    let store = lock_runtime::memory::MemoryStore::new();
+    let locker = Locker::connect(LockConfig::in_memory_store(&store))
+        .await
+        .unwrap();
+    let year = Duration::from_secs(365 * 24 * 3600);
+    for cap in [Duration::ZERO, year + Duration::from_secs(1), Duration::MAX] {
+        let refused = locker.lock("capped").max_hold(cap).acquire().await;
+        let message = is_config_error(refused);
+        assert!(message.contains("max_hold"), "{message}");
+        assert!(store.holders().is_empty(), "{cap:?} left the lock held");
+    }
+    let guard = locker
+        .lock("capped")
+        .max_hold(year)
+        .acquire()
+        .await
+        .unwrap();
+    assert!(guard.release().await.unwrap());
 }
 
 /// `from_env` runs in a worker process, so the variable can be set per run

@@ -268,7 +268,8 @@ impl LockConfig {
     /// more of them measured slower in the benchmark's `parallel_64`
     /// sweep (each is one more socket to write and read per wake-up). It
     /// also bounds how many acquisitions that wait for replicas (`WAIT`)
-    /// run at once: each pool slot has one connection for them.
+    /// run at once: each pool slot has one connection for them. At most
+    /// 256.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
         self
@@ -415,10 +416,12 @@ impl LockConfig {
         if let Some(label) = &self.holder_label {
             rules::check_holder_label(label)?;
         }
-        if self.pool_size == 0 {
-            return Err(LockError::config(
-                "pool_size must be at least 1; it is the number of connections lock traffic uses",
-            ));
+        if self.pool_size == 0 || self.pool_size > rules::MAX_POOL_SIZE {
+            return Err(LockError::config(format!(
+                "pool_size is {}; it must be from 1 to {}: it is the number of connections lock traffic uses",
+                self.pool_size,
+                rules::MAX_POOL_SIZE
+            )));
         }
         // Above a day, a timeout is a typo (and clock arithmetic would
         // eventually overflow).
@@ -576,6 +579,8 @@ mod tests {
             base().default_ttl(Duration::from_micros(500)),
             base().default_ttl(Duration::MAX),
             base().pool_size(0),
+            base().pool_size(257),
+            base().pool_size(usize::MAX),
             base().connect_timeout(Duration::ZERO),
             base().response_timeout(Duration::ZERO),
             base().response_timeout(Duration::MAX),

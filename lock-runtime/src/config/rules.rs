@@ -35,6 +35,32 @@ pub(crate) fn check_ttl(ttl: Duration, what: impl std::fmt::Display) -> Result<(
     Ok(())
 }
 
+/// Longest `max_hold` accepted: a cap on how long the watchdog keeps one
+/// lock, and one beyond a year is a typo (clock arithmetic would overflow
+/// on larger ones).
+pub(crate) const MAX_HOLD: Duration = MAX_TTL;
+
+/// Checks a `max_hold` cap; `what` names it in the message. The attribute
+/// rejects a literal out of these bounds at compile time.
+pub(crate) fn check_max_hold(cap: Duration, what: impl std::fmt::Display) -> Result<(), LockError> {
+    if cap.is_zero() {
+        return Err(LockError::config(format!(
+            "{what} is zero: the lock would be given up as soon as it is taken"
+        )));
+    }
+    if cap > MAX_HOLD {
+        return Err(LockError::config(format!(
+            "{what} is {cap:?}; it must be at most a year"
+        )));
+    }
+    Ok(())
+}
+
+/// Most pooled connections accepted: the benchmark's best is 1 and more
+/// measured slower; thousands would be a typo that opens as many sockets
+/// (and reserves room for them) at start-up.
+pub(crate) const MAX_POOL_SIZE: usize = 256;
+
 /// Redlock: a lease longer than the restart quarantine would outlive it,
 /// and a restarted master could then grant the lock again while this
 /// lease still runs on the other masters.
@@ -154,6 +180,22 @@ mod tests {
         assert!(check_ttl(Duration::ZERO, "ttl").is_err());
         assert!(check_ttl(MAX_TTL, "ttl").is_ok());
         assert!(check_ttl(MAX_TTL + Duration::from_secs(1), "ttl").is_err());
+    }
+
+    #[test]
+    fn a_max_hold_is_more_than_zero_and_at_most_a_year() {
+        assert!(check_max_hold(Duration::from_millis(1), "max_hold").is_ok());
+        assert!(check_max_hold(MAX_HOLD, "max_hold").is_ok());
+        for cap in [
+            Duration::ZERO,
+            MAX_HOLD + Duration::from_secs(1),
+            Duration::MAX,
+        ] {
+            assert!(
+                matches!(check_max_hold(cap, "max_hold"), Err(LockError::Config(_))),
+                "{cap:?}"
+            );
+        }
     }
 
     #[test]
