@@ -73,7 +73,8 @@ pub(crate) struct Attempt<'a> {
     /// Taken by the lease, or by the clean-up.
     landing: Option<Landing>,
     /// This task's turn in its locker's line for the key, once it had to
-    /// wait: kept by the guard until the lock is given back.
+    /// wait: kept with the lease's watch until the lock is given back or
+    /// lost.
     turn: Option<Turn>,
     armed: bool,
 }
@@ -434,9 +435,12 @@ impl<'a> Attempt<'a> {
             max_hold: self.plan.max_hold,
             template: self.plan.template,
         }));
-        let watched = core
-            .watchdog
-            .watch(lease.clone(), self.plan.renews, sent_at);
+        if let Some(turn) = self.turn.as_mut() {
+            turn.granted(passed);
+        }
+        let watched =
+            core.watchdog
+                .watch(lease.clone(), self.plan.renews, sent_at, self.turn.take());
         tracing::debug!(
             key = self.plan.keys.name(),
             fence,
@@ -444,16 +448,7 @@ impl<'a> Attempt<'a> {
             passed,
             "lock acquired"
         );
-        if let Some(turn) = self.turn.as_mut() {
-            turn.granted(passed);
-        }
-        LockGuard::new(
-            lease,
-            core.clone(),
-            self.landing.take(),
-            watched,
-            self.turn.take(),
-        )
+        LockGuard::new(lease, core.clone(), self.landing.take(), watched)
     }
 }
 

@@ -43,11 +43,11 @@ pub struct LockGuard {
     /// The acquisition's calls still running on slow Redlock masters: a
     /// release waits for them, so that it cannot overtake one.
     landing: Option<Landing>,
-    /// The watchdog's watch over the lease, until released.
+    /// The watchdog's watch over the lease, until released. It keeps the
+    /// holder's turn in its locker's line for the key: the next task in
+    /// line tries once the release is done, or as soon as the lease is
+    /// lost.
     watched: Option<Watched>,
-    /// The holder's turn in its locker's line for the key: the next task
-    /// in line tries once the release is done.
-    turn: Option<Turn>,
     released: bool,
 }
 
@@ -67,14 +67,12 @@ impl LockGuard {
         core: Arc<Core>,
         landing: Option<Landing>,
         watched: Watched,
-        turn: Option<Turn>,
     ) -> Self {
         Self {
             handle: LockHandle::new(lease),
             core,
             landing,
             watched: Some(watched),
-            turn,
             released: false,
         }
     }
@@ -132,12 +130,19 @@ impl LockGuard {
     /// bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
         self.lease().mark_released();
-        drop(self.watched.take());
+        let mut turn = self.watched.take().and_then(Watched::end);
         let bound = self.core.config.two_calls_bound();
         let landing = self.landing.take();
-        let (core, lease, mut turn) = (self.core.clone(), self.lease().clone(), self.turn.take());
+        let (core, lease) = (self.core.clone(), self.lease().clone());
+        // Only the in-memory store is used outside a runtime: its calls
+        // never wait, and a timer would need a runtime.
+        let bounded = self.core.host.check_runtime().is_ok();
         let releasing = async move {
-            match tokio::time::timeout(bound, let_go(&core, &lease, landing, &mut turn)).await {
+            let letting_go = let_go(&core, &lease, landing, &mut turn);
+            if !bounded {
+                return letting_go.await;
+            }
+            match tokio::time::timeout(bound, letting_go).await {
                 Ok(result) => result,
                 Err(_) => Err(LockError::redis_timeout("release", bound)),
             }
@@ -244,9 +249,8 @@ impl Drop for LockGuard {
             return;
         }
         self.lease().mark_released();
-        drop(self.watched.take());
+        let mut turn = self.watched.take().and_then(Watched::end);
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
-        let mut turn = self.turn.take();
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
             if let Err(err) = let_go(&core, &lease, landing, &mut turn).await {

@@ -16,6 +16,8 @@
 //!   a renewal stuck on a frozen server cannot delay it.
 //! - A fixed lease (`watchdog(false)`) is lost when its validity ends,
 //!   [`Cause::LeaseEnded`].
+//! - On the in-memory store, a lease whose acquiring runtime shut down
+//!   (taking its watchdog along) is lost then, [`Cause::Unwatched`].
 //!
 //! Either way the holder is told before the key can expire on the server,
 //! with the reaction margin left to stop, as long as the process runs.
@@ -58,6 +60,9 @@ pub(crate) enum Cause {
     /// The lease reached its hold cap (`max_hold`); the watchdog stopped
     /// renewing it.
     HoldCap,
+    /// Its watchdog ended with the runtime it ran on (an in-memory store's
+    /// lease kept past the runtime that acquired it): nothing renews it.
+    Unwatched,
 }
 
 impl Cause {
@@ -69,6 +74,7 @@ impl Cause {
             Cause::LeaseEnded => "lease_ended",
             Cause::Lapsed => "lapsed",
             Cause::HoldCap => "hold_cap",
+            Cause::Unwatched => "unwatched",
         }
     }
 
@@ -79,6 +85,7 @@ impl Cause {
             Cause::LeaseEnded => "its fixed lease ended",
             Cause::Lapsed => "the process ran past its lease (paused or starved)",
             Cause::HoldCap => "it was held for its whole hold cap (max_hold)",
+            Cause::Unwatched => "the runtime that acquired it shut down, and its watchdog with it",
         }
     }
 }

@@ -66,6 +66,35 @@ async fn a_lock_that_is_no_longer_ours_is_not_passed_through_the_server() {
     assert!(next.release().await.unwrap());
 }
 
+/// A holder whose lease ended (here a fixed lease that ran out) gives up
+/// its turn in its locker's line then, though it keeps its guard: the next
+/// task of its locker takes the lock from the server as a task of another
+/// locker would, instead of waiting for the stale guard to go.
+#[tokio::test]
+async fn a_holder_whose_lease_ended_does_not_hold_back_its_line() {
+    let server = RedisServer::start();
+    let ours = locker(&server.url()).await;
+    let request = ours.lock("fixed").ttl(Duration::from_millis(300));
+    let stale = request
+        .watchdog(false)
+        .wait(FOREVER)
+        .acquire()
+        .await
+        .unwrap();
+    let next = queue(&ours, "fixed", STALL_PROOF_TTL).await;
+    tokio::time::timeout(Duration::from_secs(10), stale.lost())
+        .await
+        .expect("told its fixed lease ended");
+    let next = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .expect("the next in line took the lock while the stale guard lives")
+        .unwrap();
+    assert!(next.fence() > stale.fence());
+    assert_eq!(ours.stats().handovers, 0, "a lost lease is never passed");
+    assert!(!stale.release().await.unwrap(), "no longer ours");
+    assert!(next.release().await.unwrap());
+}
+
 /// A pass in process checks nothing on the server: a lock lost without
 /// its holder knowing yet goes on to the next in line, which is told at
 /// the watchdog's next renewal, as the holder would have been, and whose

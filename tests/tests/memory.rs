@@ -153,3 +153,54 @@ fn outside_any_runtime_an_acquisition_is_a_config_error_not_a_panic() {
     };
     assert!(text.contains("runtime"), "{text}");
 }
+
+#[test]
+fn outside_any_runtime_a_release_lets_go_without_a_panic() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = MemoryStore::new();
+    let locker = runtime
+        .block_on(Locker::connect(LockConfig::in_memory_store(&store)))
+        .unwrap();
+    let guard = runtime.block_on(locker.lock("outside").acquire()).unwrap();
+    // Released from a thread with no runtime (the store's calls never wait).
+    let released =
+        std::thread::spawn(move || futures_util::FutureExt::now_or_never(guard.release()))
+            .join()
+            .expect("the release panicked");
+    assert!(matches!(released, Some(Ok(true))), "{released:?}");
+    assert!(store.holders().is_empty());
+}
+
+/// A guard kept past the runtime that acquired it (and ran its watchdog):
+/// nothing renews its lease any more, so it is reported lost at once rather
+/// than never, while another locker may take the lock once it expires.
+#[test]
+fn a_guard_outliving_its_acquiring_runtime_is_told_of_its_loss() {
+    let later = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = MemoryStore::new();
+    let locker = later
+        .block_on(Locker::connect(LockConfig::in_memory_store(&store)))
+        .unwrap();
+    let acquiring = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let guard = acquiring
+        .block_on(locker.lock("moved").ttl(Duration::from_secs(30)).acquire())
+        .unwrap();
+    assert!(guard.is_held());
+    drop(acquiring);
+    later.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), guard.lost())
+            .await
+            .expect("the holder is told its lease is no longer watched");
+    });
+    assert!(!guard.is_held());
+    assert_eq!(locker.stats().lost, 1);
+}

@@ -42,6 +42,7 @@ use crate::lease::Lease;
 use crate::lost::{self, Cause};
 use crate::primitive::exclusive::{self, Renewal};
 use crate::stats::Counters;
+use crate::wait::Turn;
 use crate::{telemetry, validity};
 
 /// Longest sleep while any lease is watched: how finely stalls of the
@@ -100,8 +101,16 @@ pub(crate) enum Watching {
 
 impl Watching {
     /// Starts watching a freshly acquired lease, whose acquire request was
-    /// sent at `sent_at`; it is watched until the returned value is dropped.
-    pub(crate) fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) -> Watched {
+    /// sent at `sent_at`; it is watched until the returned value is dropped
+    /// or ended. The holder's `turn` in its locker's line is kept with it,
+    /// and given up as soon as the lease is lost (see [`Watched::end`]).
+    pub(crate) fn watch(
+        &self,
+        lease: Arc<Lease>,
+        renews: bool,
+        sent_at: Instant,
+        turn: Option<Turn>,
+    ) -> Watched {
         let watchdog = match self {
             Watching::One(watchdog) => watchdog.clone(),
             Watching::PerLease { backend, counters } => {
@@ -115,15 +124,18 @@ impl Watching {
                     return Watched {
                         watchdog: None,
                         id: lease.id,
+                        turn,
                     };
                 };
                 Watchdog::start(&on, backend.clone(), counters.clone(), Clock::Tokio)
             }
         };
-        watchdog.watch(lease.clone(), renews, sent_at);
+        let id = lease.id;
+        let turn = watchdog.watch(lease, renews, sent_at, turn);
         Watched {
             watchdog: Some(watchdog),
-            id: lease.id,
+            id,
+            turn,
         }
     }
 }
@@ -133,6 +145,19 @@ impl Watching {
 pub(crate) struct Watched {
     watchdog: Option<Watchdog>,
     id: u64,
+    /// The holder's turn, when no watchdog keeps it.
+    turn: Option<Turn>,
+}
+
+impl Watched {
+    /// Stops the watch (the holder lets go); answers the holder's turn,
+    /// unless the lease was lost meanwhile and the turn given up.
+    pub(crate) fn end(mut self) -> Option<Turn> {
+        match self.watchdog.take() {
+            Some(watchdog) => watchdog.forget(self.id),
+            None => self.turn.take(),
+        }
+    }
 }
 
 impl Drop for Watched {
@@ -160,37 +185,54 @@ impl Watchdog {
         if let Some(moves) = backend.moves() {
             on.spawn(renew_all_on_move(moves, Arc::downgrade(&shared)));
         }
-        on.spawn(run(backend, counters, shared.clone()));
+        // Made before the task is spawned: a task dropped before its first
+        // poll (its runtime shut down at once) drops it all the same.
+        let orphaned = Orphaned {
+            shared: shared.clone(),
+            counters: counters.clone(),
+        };
+        on.spawn(run(backend, counters, shared.clone(), orphaned));
         Self {
             _alive: Arc::new(Alive(shared.clone())),
             shared,
         }
     }
 
-    /// Starts watching a lease, whose acquire request was sent at `sent_at`.
-    fn watch(&self, lease: Arc<Lease>, renews: bool, sent_at: Instant) {
+    /// Starts watching a lease, whose acquire request was sent at
+    /// `sent_at`, with its holder's `turn`; answers the turn when it is
+    /// not kept here.
+    fn watch(
+        &self,
+        lease: Arc<Lease>,
+        renews: bool,
+        sent_at: Instant,
+        turn: Option<Turn>,
+    ) -> Option<Turn> {
         #[cfg(feature = "sabotage")]
         if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentWatchdog) {
-            return;
+            return turn;
         }
         let mut schedule = self.shared.schedule();
-        let first_event = schedule.watch(lease, renews, sent_at);
+        let first_event = schedule.watch(lease, renews, sent_at, turn);
         let sooner = schedule.armed_until.is_none_or(|armed| first_event < armed);
         drop(schedule);
         if sooner {
             // A stored permit if the task is busy: it then looks again.
             self.shared.wake.notify_one();
         }
+        None
     }
 
-    /// Stops watching a lease (released, or its guard dropped). The task
-    /// may still wake for it, finds nothing to do, and sleeps on.
-    fn forget(&self, id: u64) {
-        self.shared.schedule().forget(id);
+    /// Stops watching a lease (released, or its guard dropped); answers
+    /// its holder's turn if the lease was not lost meanwhile. The task may
+    /// still wake for it, finds nothing to do, and sleeps on.
+    fn forget(&self, id: u64) -> Option<Turn> {
+        self.shared.schedule().forget(id)
     }
 }
 
-async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
+async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orphaned: Orphaned) {
+    let _orphaned = orphaned;
     let clock = shared.clock;
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
     loop {
@@ -213,8 +255,10 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
             schedule.armed_until = next;
             (expired, batches, wake_at)
         };
-        for (lease, cause) in expired {
+        for (lease, cause, turn) in expired {
             lost::declare(&lease, cause, &counters);
+            // The rest of the holder's line goes on trying.
+            drop(turn);
         }
         if !batches.is_empty() {
             Counters::bump(&counters.renewal_rounds);
@@ -248,6 +292,29 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>) {
     }
 }
 
+/// Dropped with the task: if it was not told to end, the runtime it ran on
+/// shut down (an in-memory store's watchdog runs on the runtime that
+/// acquired the lease, and a guard may outlive it). Nothing renews or
+/// times its leases any more, so they are reported lost now, rather than
+/// never, and their holders' lines go on.
+struct Orphaned {
+    shared: Arc<Shared>,
+    counters: Arc<Counters>,
+}
+
+impl Drop for Orphaned {
+    fn drop(&mut self) {
+        if self.shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let (leases, turns) = self.shared.schedule().forget_all();
+        for lease in &leases {
+            lost::declare(lease, Cause::Unwatched, &self.counters);
+        }
+        drop(turns);
+    }
+}
+
 /// Applies one batch's answer and reports what it found.
 fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
     let applied = shared.schedule().apply(outcome, shared.clock.now());
@@ -255,9 +322,10 @@ fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
         Counters::bump(&counters.renewed);
         telemetry::renewal(template, "renewed");
     }
-    for lease in &applied.lost {
+    for (lease, turn) in applied.lost {
         telemetry::renewal(lease.template, "refused");
-        lost::declare(lease, Cause::Refused, counters);
+        lost::declare(&lease, Cause::Refused, counters);
+        drop(turn);
     }
     for template in &applied.unconfirmed {
         telemetry::renewal(template, "unconfirmed");

@@ -10,6 +10,7 @@ use crate::error::LockError;
 use crate::lease::Lease;
 use crate::lost::Cause;
 use crate::primitive::exclusive::Renewed;
+use crate::wait::Turn;
 
 /// Most leases renewed by one script call; keeps one call short on the server.
 pub(super) const MAX_BATCH: usize = 512;
@@ -29,6 +30,12 @@ struct Watched {
     valid_until: Instant,
     /// When it reaches its hold cap, if it has one.
     cap_at: Option<Instant>,
+    /// The holder's turn in its locker's line for the key, kept while the
+    /// lease is watched: given back to the holder's release, or given up
+    /// the moment the lease is lost, so that the rest of the line goes on
+    /// trying while the holder (lost, but maybe still at work) keeps its
+    /// guard.
+    turn: Option<Turn>,
 }
 
 /// Every watched lease, plus two queues ordered by time.
@@ -60,7 +67,9 @@ pub(super) struct BatchOutcome {
 pub(super) struct Applied {
     /// The templates of the leases renewed (for metrics).
     pub(super) renewed: Vec<&'static str>,
-    pub(super) lost: Vec<Arc<Lease>>,
+    /// The leases the server refused, with their holders' turns (to be
+    /// given up once the loss is reported).
+    pub(super) lost: Vec<(Arc<Lease>, Option<Turn>)>,
     /// The templates of the leases that could not be confirmed, and will
     /// be retried.
     pub(super) unconfirmed: Vec<&'static str>,
@@ -69,9 +78,15 @@ pub(super) struct Applied {
 }
 
 impl Schedule {
-    /// Adds a lease whose acquire request was sent at `sent_at`; returns the
-    /// first moment the task must act for it.
-    pub(super) fn watch(&mut self, lease: Arc<Lease>, renews: bool, sent_at: Instant) -> Instant {
+    /// Adds a lease whose acquire request was sent at `sent_at`, with its
+    /// holder's `turn`; returns the first moment the task must act for it.
+    pub(super) fn watch(
+        &mut self,
+        lease: Arc<Lease>,
+        renews: bool,
+        sent_at: Instant,
+        turn: Option<Turn>,
+    ) -> Instant {
         let id = lease.id;
         let renew_every = lease.ttl / 3;
         let valid_until = lease.valid_until();
@@ -91,9 +106,12 @@ impl Schedule {
         // The cap counts from the holder's own start: a lock passed in
         // process is watched from its hold's last renewal, but capped from
         // when the taker got it.
+        // A cap too far to be written as an instant is never reached
+        // (requests cap it at a year; this keeps the watchdog from
+        // panicking whatever it is given).
         let cap_at = lease
             .max_hold
-            .map(|cap| sent_at.max(lease.granted_at()) + cap);
+            .and_then(|cap| sent_at.max(lease.granted_at()).checked_add(cap));
         if let Some(cap_at) = cap_at {
             self.caps.insert((cap_at, id));
         }
@@ -107,6 +125,7 @@ impl Schedule {
                 again: false,
                 valid_until,
                 cap_at,
+                turn,
             },
         );
         [due, cap_at]
@@ -115,17 +134,37 @@ impl Schedule {
             .fold(valid_until, Instant::min)
     }
 
-    /// Stops watching a lease (released, lost, or its guard dropped).
-    pub(super) fn forget(&mut self, id: u64) {
-        if let Some(watched) = self.watched.remove(&id) {
-            if let Some(due) = watched.due {
-                self.renewals.remove(&(due, id));
-            }
-            self.expiries.remove(&(watched.valid_until, id));
-            if let Some(cap_at) = watched.cap_at {
-                self.caps.remove(&(cap_at, id));
-            }
+    /// Stops watching a lease (released, lost, or its guard dropped);
+    /// answers its holder's turn, if it had one.
+    pub(super) fn forget(&mut self, id: u64) -> Option<Turn> {
+        let watched = self.watched.remove(&id)?;
+        if let Some(due) = watched.due {
+            self.renewals.remove(&(due, id));
         }
+        self.expiries.remove(&(watched.valid_until, id));
+        if let Some(cap_at) = watched.cap_at {
+            self.caps.remove(&(cap_at, id));
+        }
+        watched.turn
+    }
+
+    /// Stops watching every lease: answers them (to be reported lost) and
+    /// their holders' turns.
+    pub(super) fn forget_all(&mut self) -> (Vec<Arc<Lease>>, Vec<Turn>) {
+        self.renewals.clear();
+        self.expiries.clear();
+        self.caps.clear();
+        self.watched
+            .drain()
+            .map(|(_, watched)| (watched.lease, watched.turn))
+            .fold(
+                (Vec::new(), Vec::new()),
+                |(mut leases, mut turns), (lease, turn)| {
+                    leases.push(lease);
+                    turns.extend(turn);
+                    (leases, turns)
+                },
+            )
     }
 
     /// How many leases are watched.
@@ -169,8 +208,9 @@ impl Schedule {
     }
 
     /// Takes every lease whose validity has run out by `now`; they are no
-    /// longer watched, and must be reported lost for the cause given.
-    pub(super) fn expire(&mut self, now: Instant) -> Vec<(Arc<Lease>, Cause)> {
+    /// longer watched, and must be reported lost for the cause given, and
+    /// then their holders' turns given up.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<(Arc<Lease>, Cause, Option<Turn>)> {
         let mut expired = Vec::new();
         // A lease at its hold cap is given up while still valid: told now,
         // never renewed again.
@@ -180,8 +220,8 @@ impl Schedule {
             }
             match self.watched.get(&id) {
                 Some(watched) => {
-                    expired.push((watched.lease.clone(), Cause::HoldCap));
-                    self.forget(id);
+                    let lease = watched.lease.clone();
+                    expired.push((lease, Cause::HoldCap, self.forget(id)));
                 }
                 None => {
                     self.caps.pop_first();
@@ -199,8 +239,8 @@ impl Schedule {
                     } else {
                         Cause::LeaseEnded
                     };
-                    expired.push((watched.lease.clone(), cause));
-                    self.forget(id);
+                    let lease = watched.lease.clone();
+                    expired.push((lease, cause, self.forget(id)));
                 }
                 None => {
                     self.expiries.pop_first();
@@ -262,8 +302,8 @@ impl Schedule {
                         }
                         Renewed::Gone => {
                             if let Some(watched) = self.watched.get(&id) {
-                                applied.lost.push(watched.lease.clone());
-                                self.forget(id);
+                                let lease = watched.lease.clone();
+                                applied.lost.push((lease, self.forget(id)));
                             }
                         }
                         Renewed::Unknown => {
@@ -373,7 +413,7 @@ mod tests {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
         let capped = capped_lease(1, SEC * 3, t0, Some(SEC * 5));
-        assert_eq!(schedule.watch(capped, true, t0), t0 + SEC);
+        assert_eq!(schedule.watch(capped, true, t0, None), t0 + SEC);
         // Renewed as usual before the cap...
         for second in 1..5 {
             let now = t0 + SEC * second;
@@ -395,7 +435,7 @@ mod tests {
     fn a_lease_is_renewed_every_third_of_its_ttl_from_the_send() {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
-        let first = schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        let first = schedule.watch(lease(1, 3 * SEC, t0), true, t0, None);
         assert_eq!(first, t0 + SEC);
         assert!(schedule.take_due(t0 + SEC / 2).is_empty());
         assert_eq!(ids(&schedule.take_due(t0 + SEC)), [1]);
@@ -410,10 +450,10 @@ mod tests {
     fn leases_due_close_together_share_a_round() {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0, None);
         // Due 400 ms after the first: inside half an interval (500 ms).
-        schedule.watch(lease(2, 3 * SEC, t0), true, t0 + SEC * 4 / 10);
-        schedule.watch(lease(3, 3 * SEC, t0), true, t0 + SEC * 6 / 10);
+        schedule.watch(lease(2, 3 * SEC, t0), true, t0 + SEC * 4 / 10, None);
+        schedule.watch(lease(3, 3 * SEC, t0), true, t0 + SEC * 6 / 10, None);
         assert_eq!(ids(&schedule.take_due(t0 + SEC)), [1, 2]);
     }
 
@@ -421,7 +461,7 @@ mod tests {
     fn a_refused_renewal_is_lost_at_once_and_no_longer_watched() {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0, None);
         schedule.take_due(t0 + SEC);
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Gone), t0 + SEC);
         assert_eq!(applied.lost.len(), 1);
@@ -436,7 +476,7 @@ mod tests {
         let held = lease(1, ttl, t0);
         let valid_until = held.valid_until();
         let mut schedule = Schedule::default();
-        schedule.watch(held, true, t0);
+        schedule.watch(held, true, t0, None);
         let mut now = t0 + SEC;
         while now < valid_until {
             for batch in schedule.take_due(now) {
@@ -467,7 +507,7 @@ mod tests {
         let fixed = lease(1, SEC, t0);
         let end = fixed.valid_until();
         let mut schedule = Schedule::default();
-        assert_eq!(schedule.watch(fixed, false, t0), end);
+        assert_eq!(schedule.watch(fixed, false, t0, None), end);
         assert!(schedule.take_due(end).is_empty());
         assert_eq!(schedule.expire(end)[0].1, Cause::LeaseEnded);
     }
@@ -476,9 +516,9 @@ mod tests {
     fn after_a_move_every_lease_is_due_and_one_in_flight_is_renewed_again() {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
-        schedule.watch(lease(2, 30 * SEC, t0), true, t0);
-        schedule.watch(lease(3, 3 * SEC, t0), false, t0);
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0, None);
+        schedule.watch(lease(2, 30 * SEC, t0), true, t0, None);
+        schedule.watch(lease(3, 3 * SEC, t0), false, t0, None);
         let in_flight = schedule.take_due(t0 + SEC);
         assert_eq!(ids(&in_flight), [1]);
         let moved_at = t0 + SEC + SEC / 10;
@@ -496,7 +536,7 @@ mod tests {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
         let held = lease(1, 3 * SEC, t0);
-        schedule.watch(held.clone(), true, t0);
+        schedule.watch(held.clone(), true, t0, None);
         assert!(!held.unconfirmed_since_move());
         let in_flight = schedule.take_due(t0 + SEC);
         assert_eq!(ids(&in_flight), [1]);
@@ -513,11 +553,11 @@ mod tests {
         // A hold confirmed before the move and watched after it (passed
         // in process) is unconfirmed too, and renewed at once.
         let passed = lease(2, 3 * SEC, t0);
-        assert_eq!(schedule.watch(passed.clone(), true, t0), moved_at);
+        assert_eq!(schedule.watch(passed.clone(), true, t0, None), moved_at);
         assert!(passed.unconfirmed_since_move());
         // One granted after the move is not.
         let fresh = lease(3, 3 * SEC, answered);
-        schedule.watch(fresh.clone(), true, answered);
+        schedule.watch(fresh.clone(), true, answered, None);
         assert!(!fresh.unconfirmed_since_move());
     }
 
@@ -525,7 +565,7 @@ mod tests {
     fn a_released_lease_is_forgotten_even_with_a_renewal_in_flight() {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.watch(lease(1, 3 * SEC, t0), true, t0);
+        schedule.watch(lease(1, 3 * SEC, t0), true, t0, None);
         schedule.take_due(t0 + SEC);
         schedule.forget(1);
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
@@ -538,7 +578,7 @@ mod tests {
         let t0 = Instant::now();
         let mut schedule = Schedule::default();
         for id in 0..(MAX_BATCH as u64 + 10) {
-            schedule.watch(lease(id, 3 * SEC, t0), true, t0);
+            schedule.watch(lease(id, 3 * SEC, t0), true, t0, None);
         }
         let batches = schedule.take_due(t0 + SEC);
         assert_eq!(batches.len(), 2);
