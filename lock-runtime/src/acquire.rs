@@ -43,12 +43,6 @@ use crate::token::OwnerToken;
 use crate::validity;
 use crate::wait::{Backoff, Subscription, Turn};
 
-/// How long the next in line holds back after its line yielded a lock to
-/// waiters outside the locker (see [`crate::handover`]): a few round trips,
-/// the time a woken waiter needs to take it. If nobody outside took it, the
-/// line lost this much once.
-const YIELD_GRACE: Duration = Duration::from_millis(1);
-
 /// What the request decided.
 pub(crate) struct Plan {
     pub(crate) keys: LockKeys,
@@ -127,6 +121,9 @@ impl<'a> Attempt<'a> {
         // An acquisition that may wait takes its turn among this locker's
         // tasks for the key first (see `Turns`); one that tries once does not.
         let mut contended = false;
+        // After holding back for a waiter outside: whether its release was
+        // heard meanwhile (it took the lock and let go already).
+        let mut held_back = None;
         if !self.plan.wait.is_zero() {
             contended = self.take_turn(self.plan.wait, started).await?;
             if let Some(guard) = self.take_handover(started).await {
@@ -136,8 +133,7 @@ impl<'a> Attempt<'a> {
                 // The last holder let go for a waiter outside this locker,
                 // whose release message is on its way: trying at once
                 // would mostly win the race and take the lock from it.
-                let left = self.plan.wait.saturating_sub(self.since(started));
-                tokio::time::sleep(YIELD_GRACE.min(left)).await;
+                held_back = Some(self.hold_back(started).await);
             }
         }
         loop {
@@ -146,6 +142,12 @@ impl<'a> Attempt<'a> {
                 subscription.mark_seen();
             }
             let (sent_at, reply) = self.send(!contended).await?;
+            if let Some(heard) = held_back.take()
+                && let Some(turn) = self.turn.as_mut()
+            {
+                let taken = !matches!(reply, AcquireReply::Acquired { .. });
+                turn.yield_answered(heard || taken);
+            }
             let left = self.plan.wait.saturating_sub(self.since(started));
             let (pttl, sightings) = match reply {
                 AcquireReply::Acquired { fence } => {
@@ -339,6 +341,21 @@ impl<'a> Attempt<'a> {
         };
         handover.taken();
         Some(self.grant(won, started, true, true))
+    }
+
+    /// Holds back (within the wait) for the waiter outside this locker
+    /// that the last holder yielded the lock to; true when a release was
+    /// heard meanwhile: that waiter took the lock and let go already.
+    async fn hold_back(&mut self, started: Instant) -> bool {
+        let grace = self.turn.as_ref().map_or(Duration::ZERO, Turn::yield_grace);
+        let left = self.plan.wait.saturating_sub(self.since(started));
+        // The yielding release's own message is not the waiter's.
+        if let Some(subscription) = self.subscription() {
+            subscription.mark_seen();
+        }
+        tokio::time::sleep(grace.min(left)).await;
+        self.subscription()
+            .is_some_and(|subscription| subscription.take_news(None))
     }
 
     /// Has the line subscribed to the lock's release channel unless it

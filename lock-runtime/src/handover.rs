@@ -44,9 +44,14 @@
 //! line has someone. Once someone else marked it (a busy try, see the
 //! scripts' docs), the line passes it at most [`PASSES_WHILE_OTHERS_WAIT`]
 //! times in a row and then releases it, announcing the release. The next
-//! in line then holds back for a moment (a millisecond: the time a woken
-//! waiter needs to take the lock) instead of racing the waiter it was
-//! released for. The line learns of the mark from a pass through the
+//! in line then holds back for a moment instead of racing the waiter it was
+//! released for: [`YIELD_GRACE_MIN`] at first, the time a woken waiter on
+//! the same network needs to take the lock. A waiter farther away needs
+//! longer (its release message, then its try, each cross the distance):
+//! when the line's next try still finds the lock free and no release of
+//! the waiter's was heard meanwhile, the line holds back twice as long the
+//! next time, up to [`YIELD_GRACE_MAX`]; a hold-back the waiter used
+//! shortens it by a quarter. The line learns of the mark from a pass through the
 //! server, at least every [`PASSES_IN_PROCESS_IN_A_ROW`] + 1 passes, and
 //! by then it has had its share; so a waiter in another process waits for
 //! about that many holds of this process, not for the whole line. Batches
@@ -76,6 +81,28 @@ pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
 /// Passes in process in a row before one goes through the server (to
 /// learn whether someone outside the locker waits, and for a fresh fence).
 pub(crate) const PASSES_IN_PROCESS_IN_A_ROW: u32 = PASSES_WHILE_OTHERS_WAIT;
+
+/// The first hold-back of the next in line after its line yielded the lock
+/// to waiters outside the locker: a few round trips on one network, the
+/// time a woken waiter needs to take it. If nobody outside took it, the
+/// line lost this much once.
+pub(crate) const YIELD_GRACE_MIN: Duration = Duration::from_millis(1);
+
+/// The longest hold-back: room for a waiter a few tens of milliseconds
+/// away (another region), and at most that lost per yield when the waiter
+/// it was for has gone.
+pub(crate) const YIELD_GRACE_MAX: Duration = Duration::from_millis(64);
+
+/// The next hold-back after one that lasted `grace`: shorter by a quarter
+/// when the waiter outside `used` it, else (the lock was still free when
+/// it ended, and no release was heard) twice as long.
+pub(crate) fn next_yield_grace(grace: Duration, used: bool) -> Duration {
+    if used {
+        grace.saturating_sub(grace / 4).max(YIELD_GRACE_MIN)
+    } else {
+        grace.saturating_mul(2).min(YIELD_GRACE_MAX)
+    }
+}
 
 /// A lock passed to the next task in line, until that task takes it.
 pub(crate) struct Handover {
@@ -221,5 +248,29 @@ impl Drop for Handover {
                 tracing::debug!(key = keys.name(), error = %err, "release of an untaken hand-over failed; the lease will run out");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hold_back_doubles_until_a_waiter_uses_it_and_stays_in_bounds() {
+        let mut grace = YIELD_GRACE_MIN;
+        for _ in 0..3 {
+            grace = next_yield_grace(grace, false);
+        }
+        assert_eq!(grace, YIELD_GRACE_MIN * 8);
+        grace = next_yield_grace(grace, true);
+        assert_eq!(grace, YIELD_GRACE_MIN * 6);
+        for _ in 0..20 {
+            grace = next_yield_grace(grace, false);
+        }
+        assert_eq!(grace, YIELD_GRACE_MAX);
+        for _ in 0..40 {
+            grace = next_yield_grace(grace, true);
+        }
+        assert_eq!(grace, YIELD_GRACE_MIN);
     }
 }

@@ -32,7 +32,10 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use super::waiters::Subscription;
-use crate::handover::{Handover, PASSES_IN_PROCESS_IN_A_ROW, PASSES_WHILE_OTHERS_WAIT};
+use crate::handover::{
+    Handover, PASSES_IN_PROCESS_IN_A_ROW, PASSES_WHILE_OTHERS_WAIT, YIELD_GRACE_MIN,
+    next_yield_grace,
+};
 
 /// Every key this locker's tasks queue for.
 #[derive(Default)]
@@ -58,6 +61,9 @@ pub(crate) struct Listening {
     /// The last holder released the lock after the line's share, for
     /// someone outside the locker: the next in line lets them go first.
     yielded: bool,
+    /// How long the next in line holds back after a yield (zero: not
+    /// learnt yet, [`YIELD_GRACE_MIN`]); see [`crate::handover`].
+    yield_grace: Duration,
 }
 
 /// One key's line.
@@ -138,18 +144,31 @@ impl Turn {
         std::mem::take(&mut self.listening.yielded)
     }
 
+    /// How long to hold back after a yield (see [`crate::handover`]).
+    pub(crate) fn yield_grace(&self) -> Duration {
+        self.listening.yield_grace.max(YIELD_GRACE_MIN)
+    }
+
+    /// What came of a hold-back: `used` when the waiter outside took the
+    /// lock meanwhile (its release was heard, or the next try found the
+    /// lock busy).
+    pub(crate) fn yield_answered(&mut self, used: bool) {
+        self.listening.yield_grace = next_yield_grace(self.yield_grace(), used);
+    }
+
     /// The lock was passed: the next to take the turn finds `handover`.
     /// `marked` is what the server said of waiters outside the locker; a
     /// pass in process (`None`) learnt nothing new.
     pub(crate) fn pass(&mut self, handover: Handover, marked: Option<bool>) {
         let listening = &mut *self.listening;
         if handover.in_process {
-            listening.passes_in_process += 1;
+            listening.passes_in_process = listening.passes_in_process.saturating_add(1);
         } else {
             listening.passes_in_process = 0;
         }
         listening.handover = Some(handover);
-        listening.passes += 1;
+        // A line nobody outside waits for may pass without end.
+        listening.passes = listening.passes.saturating_add(1);
         if let Some(marked) = marked {
             listening.marked = marked;
         }
