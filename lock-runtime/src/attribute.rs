@@ -91,7 +91,9 @@ fn lost(handle: &LockHandle, key: String) -> LockError {
 /// at a time per holder (see [`crate::reentrancy`]). The holder's lease
 /// governs, so the nested call's `ttl`, `watchdog` and `max_hold` do not
 /// apply; its `wait` bounds its wait for its turn, and its `on_lost` is its
-/// own.
+/// own. It never outlives the holder's body: if that ends first (the
+/// nested call was moved out of it), the nested body is stopped and the
+/// call answers [`LockError::Lost`].
 async fn run_nested<F: Future>(
     locker: &Locker,
     key: String,
@@ -110,18 +112,34 @@ async fn run_nested<F: Future>(
         request = request.wait(wait);
     }
     let wait = request.resolved_wait();
-    // On the locker's clock: a sibling that holds the turn may be waiting
-    // on Redis, which an application's paused clock knows nothing of.
-    let waiting = tokio::time::timeout(wait, holder.turns.clone().lock_owned());
-    let Ok(_turn) = locker.core().host.enter(waiting).await else {
-        return Err(LockError::Timeout { key, waited: wait });
+    let nested = &holder.nested;
+    // The wait runs on the locker's clock: a sibling that holds the turn
+    // may be waiting on Redis, which an application's paused clock knows
+    // nothing of. So its timer is made inside the host's context, when
+    // first polled.
+    let waited = locker
+        .core()
+        .host
+        .enter(async move { tokio::time::sleep(wait).await });
+    let turn = tokio::select! {
+        biased;
+        () = nested.ended() => return Err(lost(&holder.handle, key)),
+        turn = nested.turns.acquire() => turn,
+        () = waited => return Err(LockError::Timeout { key, waited: wait }),
+    };
+    let Ok(_turn) = turn else {
+        // Never closed; a closed line would mean the holder is gone.
+        return Err(lost(&holder.handle, key));
     };
     if !holder.handle.is_held() {
         return Err(LockError::Lost { key });
     }
-    run_body(locker, &holder.handle, options.on_lost, body)
-        .await
-        .ok_or_else(|| lost(&holder.handle, key))
+    let running = run_body(locker, &holder.handle, options.on_lost, body);
+    tokio::select! {
+        biased;
+        () = nested.ended() => Err(lost(&holder.handle, key)),
+        output = running => output.ok_or_else(|| lost(&holder.handle, key)),
+    }
 }
 
 /// Runs `body` as a call holding `handle`: `None` when the lock was lost

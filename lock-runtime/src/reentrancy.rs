@@ -9,11 +9,17 @@
 //! waiting within its own `wait`. A call nested in a nested call takes
 //! turns on its own parent's local lock, which is free, so nesting never
 //! waits on an ancestor.
+//!
+//! A nested call never outlives the body it is nested in: one still
+//! running when that body ends (moved out of it, say spawned after a
+//! `timeout` gave up on it) is stopped at its next `.await` with
+//! `LockError::Lost`, since the lock it ran under is being let go.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::Mutex;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::core::Core;
 use crate::handle::LockHandle;
@@ -31,8 +37,52 @@ struct HeldLocks(Arc<Vec<Frame>>);
 pub(crate) struct Frame {
     locker: usize,
     pub(crate) handle: LockHandle,
-    /// Taken by each call nested directly in this one, one at a time.
-    pub(crate) turns: Arc<Mutex<()>>,
+    /// What the call shares with the calls nested directly in it.
+    pub(crate) nested: Arc<Nested>,
+}
+
+/// What one holding call shares with the calls nested directly in it.
+pub(crate) struct Nested {
+    /// One permit, taken by each nested call in turn.
+    pub(crate) turns: Semaphore,
+    /// The holding call's body ended (or was dropped).
+    ended: AtomicBool,
+    end: Notify,
+}
+
+impl Nested {
+    fn new() -> Self {
+        Self {
+            turns: Semaphore::new(1),
+            ended: AtomicBool::new(false),
+            end: Notify::new(),
+        }
+    }
+
+    /// Completes once the holding call's body has ended.
+    pub(crate) async fn ended(&self) {
+        loop {
+            let end = self.end.notified();
+            tokio::pin!(end);
+            // Registered before looking, so an end between the two wakes it.
+            end.as_mut().enable();
+            if self.ended.load(Ordering::SeqCst) {
+                return;
+            }
+            end.await;
+        }
+    }
+}
+
+/// Marks its frame's body ended when dropped: when the body returns, and
+/// when the call is cancelled.
+struct EndOnDrop(Arc<Nested>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+        self.0.end.notify_waiters();
+    }
 }
 
 /// The lock held by the innermost `#[distributed_lock]` function this task
@@ -74,10 +124,12 @@ pub(crate) async fn holding<F: Future>(core: &Core, handle: LockHandle, body: F)
     let mut held: Vec<Frame> = HELD
         .try_with(|held| held.0.as_ref().clone())
         .unwrap_or_default();
+    let nested = Arc::new(Nested::new());
+    let _end = EndOnDrop(nested.clone());
     held.push(Frame {
         locker: core.identity(),
         handle,
-        turns: Arc::new(Mutex::new(())),
+        nested,
     });
     HELD.scope(HeldLocks(Arc::new(held)), body).await
 }

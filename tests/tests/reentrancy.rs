@@ -1,6 +1,7 @@
 //! Calls nested in a holder's body (same task, same key): they run under
 //! the holder's lock, one at a time, and never wait on an ancestor.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -199,4 +200,91 @@ async fn a_call_that_forbids_reentry_fails_at_once_instead_of_waiting_for_itself
     );
     // Outside any holder, the strict call simply takes the lock.
     strict(&ledger, 6).await.unwrap();
+}
+
+/// Two locks of a slow sibling's making: it holds the turn while it waits,
+/// on real time, for another lock that someone else holds for a while.
+struct Siblings {
+    locker: Locker,
+    other: Locker,
+}
+
+#[distributed_lock(key = "sib:<id>", wait = "10s", locker = siblings.locker)]
+async fn slow_sibling(siblings: &Siblings, id: u32) -> Result<(), LockError> {
+    let request = siblings.other.lock("busy").wait(Duration::from_secs(10));
+    request.acquire().await?.release().await?;
+    Ok(())
+}
+
+#[distributed_lock(key = "sib:<id>", wait = "10s", locker = siblings.locker)]
+async fn quick_sibling(siblings: &Siblings, id: u32) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "sib:<id>", locker = siblings.locker)]
+async fn both_siblings(siblings: &Siblings, id: u32) -> Result<(), LockError> {
+    let (slow, quick) = tokio::join!(slow_sibling(siblings, id), quick_sibling(siblings, id));
+    slow.and(quick)
+}
+
+/// The README's promise for `start_paused` tests against a real Redis:
+/// waits run on real time. A sibling waiting for its turn behind one that
+/// waits on Redis must not time out because the test's clock jumped.
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_waits_for_its_turn_on_real_time_under_a_paused_clock() {
+    let server = RedisServer::start();
+    let siblings = Siblings {
+        locker: locker(&server.url()).await,
+        other: locker(&server.url()).await,
+    };
+    let blocker = locker(&server.url()).await;
+    let held = blocker.lock("busy").acquire().await.unwrap();
+    // Let go on real time, from outside the paused runtime.
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(held);
+    });
+    let outcome = both_siblings(&siblings, 1).await;
+    releaser.join().unwrap();
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
+
+#[distributed_lock(key = "acct:<id>", wait = "5s", locker = ledger.locker)]
+async fn slow_deposit(ledger: Arc<Ledger>, id: u32) -> Result<(), LockError> {
+    ledger.add_one().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ledger.add_one().await;
+    Ok(())
+}
+
+/// Starts a nested deposit, stops waiting for it after a moment and lets
+/// it finish in the background: a common "don't block the caller" shape.
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn detaching(
+    ledger: Arc<Ledger>,
+    id: u32,
+) -> Result<tokio::task::JoinHandle<Result<(), LockError>>, LockError> {
+    let mut nested = Box::pin(slow_deposit(ledger.clone(), id));
+    let waited = tokio::time::timeout(Duration::from_millis(50), &mut nested).await;
+    assert!(waited.is_err(), "the nested deposit is still running");
+    Ok(tokio::spawn(nested))
+}
+
+/// A nested call moved out of its holder's body stops when that body
+/// ends, before the lock is let go: it never runs beside the next owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_call_moved_out_of_its_holder_stops_when_the_holder_ends() {
+    let server = RedisServer::start();
+    let ledger = Arc::new(Ledger::new(&server).await);
+    let detached = detaching(ledger.clone(), 1).await.unwrap();
+    // The lock is free again: a deposit of its own runs at once.
+    deposit(&ledger, 1).await.unwrap();
+    let stopped = detached.await.unwrap();
+    assert!(
+        matches!(stopped, Err(LockError::Lost { .. })),
+        "{stopped:?}"
+    );
+    assert_eq!(ledger.account.overlaps(), 0, "two deposits ran at once");
+    // The detached one made its first step only, before it was stopped.
+    assert_eq!(ledger.account.balance(), 2);
 }
