@@ -253,9 +253,11 @@ impl<'a> Attempt<'a> {
     /// The acquire script is idempotent for our token, so a retry after a
     /// lost reply finds the lock ours instead of busy.
     async fn send(&mut self, plain_first: bool) -> Result<(Instant, AcquireReply), LockError> {
-        self.armed = true;
         let mut retried = false;
         loop {
+            // Armed for every try, the retry after a majority refused
+            // connections included.
+            self.armed = true;
             let sent_at = self.core.clock().now();
             let acquisition = Acquisition {
                 route: self.route,

@@ -856,6 +856,56 @@ async fn acquisitions_cancelled_at_once_leave_nothing_held() {
     .await;
 }
 
+/// An acquisition whose first round met a majority of broken connections
+/// retries once at once; dropped during that retry, its calls go on in the
+/// background, and the clean-up must follow them there too (the retry
+/// used to run disarmed, and its grants stayed for the whole lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_dropped_in_its_retry_after_a_majority_was_down_leaves_nothing_held() {
+    let masters = start_masters(3);
+    let proxies = [
+        FaultProxy::start(masters[0].port()),
+        FaultProxy::start(masters[1].port()),
+    ];
+    let url = redlock_url([proxies[0].port(), proxies[1].port(), masters[2].port()]);
+    let locker = locker(&url).await;
+    // Every connection and script warm, and released here, not in the
+    // background, so that nothing of it races the resets below.
+    let warm = locker.lock("warm").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
+    // Two masters' connections break, so the first round finds a majority
+    // down and retries; the reconnected ones are slow, so the retry is
+    // still out when the acquisition is dropped.
+    tokio::task::block_in_place(|| {
+        for proxy in &proxies {
+            proxy.reset_all();
+            proxy.set_latency(Duration::from_millis(300));
+        }
+    });
+    let key = lock_tests::fixtures::lock_key("retried");
+    let acquiring = locker
+        .lock("retried")
+        .ttl(Duration::from_secs(30))
+        .acquire();
+    let reached_a_slow_master = async {
+        loop {
+            if exists(&masters[0], &key) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::select! {
+        acquired = acquiring => panic!("acquired before the retry reached a slow master: {:?}", acquired.map(|g| g.fence())),
+        () = reached_a_slow_master => {}
+        () = tokio::time::sleep(SETTLE) => panic!("the retry never reached a slow master"),
+    }
+    lock_tests::fixtures::eventually("no key held by nobody", SETTLE, || {
+        masters.iter().all(|master| !exists(master, &key))
+    })
+    .await;
+}
+
 /// Two of three masters slow (not down) for a while: each round gets one
 /// grant of the two it needs, and is retried within the wait until the
 /// masters answer in time again (it used to fail at the first round).
