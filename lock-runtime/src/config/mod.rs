@@ -539,12 +539,15 @@ where
         .collect()
 }
 
-/// The URL with any `user:password@` part masked.
+/// The URL with any `user:password@` part masked. A URL mistyped without
+/// `://` (`redis:/u:pw@h`, `u:pw@h`) is masked up to its last `@` all the
+/// same: that is where the password would be.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             format!("{}***{}", &url[..scheme_end + 3], &url[at..])
         }
+        (None, Some(at)) => format!("***{}", &url[at..]),
         _ => url.to_owned(),
     }
 }
@@ -557,6 +560,32 @@ mod tests {
     fn redacts_credentials() {
         assert_eq!(redact("redis://u:secret@h:1/"), "redis://***@h:1/");
         assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+        assert_eq!(redact("redis://u:p@ss@h:1/"), "redis://***@h:1/");
+        // Mistyped: no `://` to tell where credentials start.
+        assert_eq!(redact("redis:/u:secret@h:1/"), "***@h:1/");
+        assert_eq!(redact("redis//u:secret@h:1/"), "***@h:1/");
+        assert_eq!(redact("u:secret@h:1"), "***@h:1");
+    }
+
+    #[test]
+    fn no_mistyped_url_echoes_its_password() {
+        let mistyped = [
+            "redis:/u:secret@h:1/",
+            "redis//u:secret@h:1/",
+            "u:secret@h:1",
+        ];
+        for url in mistyped {
+            let errors = [
+                LockConfig::from_url(url).map(drop),
+                LockConfig::cluster([url]).map(drop),
+                LockConfig::sentinel([url], "mymaster").map(drop),
+                LockConfig::redlock([url, "redis://h:2", "redis://h:3"]).map(drop),
+            ];
+            for err in errors {
+                let err = err.expect_err(url);
+                assert!(!err.to_string().contains("secret"), "{url}: {err}");
+            }
+        }
     }
 
     #[test]
