@@ -439,8 +439,9 @@ impl LockConfig {
         if let Some(ack) = self.replicas {
             self.topology.check_replicas(ack)?;
         }
-        if let Topology::Redlock { .. } = &self.topology {
+        if let Topology::Redlock { masters } = &self.topology {
             rules::check_quarantine(self.default_ttl, self.quarantine(), "the default ttl")?;
+            rules::check_distinct_masters(masters)?;
         }
         if let Topology::Redlock { masters } = &self.topology
             && masters.len() < 3

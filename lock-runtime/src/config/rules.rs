@@ -56,6 +56,30 @@ pub(crate) fn check_max_hold(cap: Duration, what: impl std::fmt::Display) -> Res
     Ok(())
 }
 
+/// Redlock: each master listed once. One server listed twice counts as
+/// two masters, so a single restart of it (losing its locks) is a
+/// majority losing them, and the restart quarantine's rule (a restarted
+/// master's grant counts only when every master granted) no longer keeps
+/// a held lock from a second owner. Addresses are compared as written
+/// (the database number aside); one server under two names (`localhost`
+/// and `127.0.0.1`) is not caught.
+pub(crate) fn check_distinct_masters(masters: &[redis::ConnectionInfo]) -> Result<(), LockError> {
+    let addresses: Vec<String> = masters
+        .iter()
+        .map(|master| master.addr().to_string().to_ascii_lowercase())
+        .collect();
+    for (index, address) in addresses.iter().enumerate() {
+        if addresses[..index].contains(address) {
+            return Err(LockError::config(format!(
+                "Redlock master `{address}` is listed twice: one server counted as two masters \
+                 lets a single restart of it hand a held lock to a second owner; list each \
+                 independent master once"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Most pooled connections accepted: the benchmark's best is 1 and more
 /// measured slower; thousands would be a typo that opens as many sockets
 /// (and reserves room for them) at start-up.
@@ -63,12 +87,19 @@ pub(crate) const MAX_POOL_SIZE: usize = 256;
 
 /// Redlock: a lease longer than the restart quarantine would outlive it,
 /// and a restarted master could then grant the lock again while this
-/// lease still runs on the other masters.
+/// lease still runs on the other masters. A quarantine longer than the
+/// longest lease ([`MAX_TTL`]) protects nothing more, and one too long
+/// for the server to write as an expiry would refuse every lock.
 pub(crate) fn check_quarantine(
     ttl: Duration,
     quarantine: Duration,
     what: impl std::fmt::Display,
 ) -> Result<(), LockError> {
+    if quarantine > MAX_TTL {
+        return Err(LockError::config(format!(
+            "Redlock's restart_quarantine is {quarantine:?}; it must be at most a year, the longest lease"
+        )));
+    }
     if ttl > quarantine {
         return Err(LockError::config(format!(
             "{what} is {ttl:?}, longer than Redlock's restart_quarantine ({quarantine:?}); \
@@ -180,6 +211,33 @@ mod tests {
         assert!(check_ttl(Duration::ZERO, "ttl").is_err());
         assert!(check_ttl(MAX_TTL, "ttl").is_ok());
         assert!(check_ttl(MAX_TTL + Duration::from_secs(1), "ttl").is_err());
+    }
+
+    #[test]
+    fn a_quarantine_outlasts_the_ttl_and_at_most_a_year() {
+        let second = Duration::from_secs(1);
+        assert!(check_quarantine(second, second, "ttl").is_ok());
+        assert!(check_quarantine(MAX_TTL, MAX_TTL, "ttl").is_ok());
+        assert!(check_quarantine(second * 2, second, "ttl").is_err());
+        assert!(check_quarantine(second, Duration::MAX, "ttl").is_err());
+    }
+
+    #[test]
+    fn redlock_masters_are_each_listed_once() {
+        let masters = |urls: &[&str]| -> Vec<redis::ConnectionInfo> {
+            urls.iter().map(|url| url.parse().unwrap()).collect()
+        };
+        let distinct = masters(&["redis://a:1", "redis://a:2", "redis://b:1"]);
+        assert!(check_distinct_masters(&distinct).is_ok());
+        for twice in [
+            masters(&["redis://a:1", "redis://b:1", "redis://a:1"]),
+            // Another database of the same server is the same server.
+            masters(&["redis://a:1/0", "redis://b:1", "redis://a:1/3"]),
+            masters(&["redis://A:1", "redis://b:1", "redis://a:1"]),
+        ] {
+            let err = check_distinct_masters(&twice).unwrap_err();
+            assert!(err.to_string().contains("listed twice"), "{err}");
+        }
     }
 
     #[test]
