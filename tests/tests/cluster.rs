@@ -307,6 +307,67 @@ fn a_held_lock_is_renewed_across_a_migration() {
     assert!(runtime.block_on(guard.release()).unwrap());
 }
 
+/// Two locks in one slot, held while the slot is half-migrated (one key
+/// moved, the other not yet) for two leases: a renewal of both in one
+/// script is answered `TRYAGAIN` all that time, so each key is renewed
+/// alone, wherever it is; neither is reported lost while both are ours.
+#[test]
+fn locks_sharing_a_half_migrated_slot_stay_held() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let first = "pair-0";
+    let slot = cluster.slot_of(&lock_key(first));
+    let second = (1..200_000)
+        .map(|n| format!("pair-{n}"))
+        .find(|name| cluster.slot_of(&lock_key(name)) == slot)
+        .expect("another name in the slot");
+    let from = cluster.node_for_slot(slot);
+    let to = (from + 1) % cluster.nodes().len();
+    let locker = runtime.block_on(locker(&cluster));
+    let ttl = STALL_PROOF_TTL;
+    let guards = [first, second.as_str()].map(|name| {
+        runtime
+            .block_on(locker.lock(name).ttl(ttl).acquire())
+            .unwrap()
+    });
+    let (source, target) = (&cluster.nodes()[from], &cluster.nodes()[to]);
+    let id = |node: &RedisServer| match node.cmd(&["CLUSTER", "MYID"]) {
+        redis::Value::BulkString(id) => String::from_utf8(id).unwrap(),
+        other => panic!("CLUSTER MYID answered {other:?}"),
+    };
+    let (source_id, target_id, slot_arg) = (id(source), id(target), slot.to_string());
+    target.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id]);
+    source.cmd(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id]);
+    let port = target.port().to_string();
+    let moved = source.cmd(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        &lock_key(first),
+    ]);
+    assert_eq!(moved, redis::Value::Okay);
+    std::thread::sleep(ttl * 2);
+    let stats = locker.stats();
+    assert!(
+        guards.iter().all(|guard| guard.is_held()),
+        "locks still ours were reported lost: {stats:?}"
+    );
+    assert_eq!(stats.lost, 0, "{stats:?}");
+    // The rest of the migration, so that the releases find their keys.
+    cluster.migrate_slot(slot, from, to);
+    for guard in guards {
+        assert!(runtime.block_on(guard.release()).unwrap());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_the_waiter_on_every_shard() {
     let cluster = RedisCluster::start();

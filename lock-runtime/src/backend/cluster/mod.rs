@@ -133,7 +133,10 @@ impl ClusterBackend {
     /// Runs a batch script: one call per hash slot, all in parallel on the
     /// watchdog's connection. A call that fails, or takes longer than a
     /// response timeout, answers `None` for its own entries only, so one
-    /// frozen node costs the entries on the others nothing.
+    /// frozen node costs the entries on the others nothing. A slot in
+    /// mid-migration, its keys split between two nodes, answers a call on
+    /// several of them `TRYAGAIN` until the migration ends: each of those
+    /// keys is then renewed alone, which `ASK` takes to wherever it is.
     pub(crate) async fn run_batch(
         &self,
         script: &'static LuaScript,
@@ -141,29 +144,45 @@ impl ClusterBackend {
     ) -> Result<Vec<Option<redis::Value>>, LockError> {
         let groups = slots::group_by_slot(entries.iter().map(|entry| entry.key.as_str()));
         let calls = groups.iter().map(|group| async move {
-            let call = batch_call(script, group.iter().map(|&index| &entries[index]));
-            let mut connection = self.renewals.clone();
-            let answer = bounded(
-                self.renewal_bound,
-                "a batch script",
-                call.run(&mut connection),
-            );
-            batch_answers(answer.await?, group.len())
+            match self.run_group(script, entries, group).await {
+                Ok(answer) => answer.into_iter().map(Some).collect(),
+                Err(err) if group.len() > 1 && super::slot_in_flux(&err) => {
+                    let alone = group.iter().map(|&index| async move {
+                        let answer = self.run_group(script, entries, &[index]).await;
+                        answer.ok().and_then(|mut answer| answer.pop())
+                    });
+                    join_all(alone).await
+                }
+                Err(err) => {
+                    tracing::debug!(%err, entries = group.len(), "a batch call on one slot failed");
+                    vec![None; group.len()]
+                }
+            }
         });
         let answers = join_all(calls).await;
         let mut values = vec![None; entries.len()];
         for (group, answer) in groups.iter().zip(answers) {
-            match answer {
-                Ok(answer) => {
-                    for (&index, value) in group.iter().zip(answer) {
-                        values[index] = Some(value);
-                    }
-                }
-                Err(err) => {
-                    tracing::debug!(%err, entries = group.len(), "a batch call on one slot failed");
-                }
+            for (&index, value) in group.iter().zip(answer) {
+                values[index] = value;
             }
         }
         Ok(values)
+    }
+
+    /// One batch call for the entries at `group` (one slot's).
+    async fn run_group(
+        &self,
+        script: &'static LuaScript,
+        entries: &[BatchEntry],
+        group: &[usize],
+    ) -> Result<Vec<redis::Value>, LockError> {
+        let call = batch_call(script, group.iter().map(|&index| &entries[index]));
+        let mut connection = self.renewals.clone();
+        let answer = bounded(
+            self.renewal_bound,
+            "a batch script",
+            call.run(&mut connection),
+        );
+        batch_answers(answer.await?, group.len())
     }
 }
