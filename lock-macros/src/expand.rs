@@ -159,10 +159,17 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
         .into_iter()
         .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
     // Pin the body's type to the declared return type, so that a mistake in
-    // the body is reported in the body, not at the attribute. (`impl Trait`
-    // cannot be named in a `let`; such bodies are left to inference.)
+    // the body is reported in the body, not at the attribute: first by a
+    // `return` never taken, which fixes the block's output before the
+    // body's own `return`s are checked against it, then by the `let`.
+    // (`impl Trait` cannot be named there; such bodies are left to
+    // inference.)
     let body_block = match &sig.output {
         ReturnType::Type(_, ty) if !mentions_impl(ty) => quote! {{
+            #[allow(unreachable_code)]
+            if false {
+                return #private::declared_output::<#ty>();
+            }
             #[allow(unreachable_code, clippy::let_and_return)]
             let #ret: #ty = #block;
             #ret

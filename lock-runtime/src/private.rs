@@ -24,3 +24,11 @@ pub fn locker_from<S: LockerSource + ?Sized>(source: &S) -> Result<Locker, LockE
 pub fn lock_error_into<E: From<LockError>>(error: LockError) -> E {
     E::from(error)
 }
+
+/// Never called: the generated code names it in a `return` that is never
+/// taken, so that an annotated body's output is the declared return type
+/// before the body's own `return`s are checked against it (a mismatch is
+/// then reported at the user's `return`, not at the attribute).
+pub fn declared_output<T>() -> T {
+    unreachable!("the generated code never calls it")
+}
