@@ -61,11 +61,22 @@ impl Topology {
             Some((base, kind)) => (base, Some(kind)),
             None => (scheme, None),
         };
-        match kind {
+        let kind = kind.map(str::to_ascii_lowercase);
+        match kind.as_deref() {
             None => Ok(Topology::Single(node_info(url, url)?)),
-            Some("cluster") => Ok(Topology::Cluster {
-                nodes: MultiHost::split(url, base, rest)?.nodes(url, "")?,
-            }),
+            Some("cluster") => {
+                let hosts = MultiHost::split(url, base, rest)?;
+                let (path, query) = hosts.path_and_query();
+                if !matches!(path.trim_matches('/'), "" | "0") {
+                    return Err(bad_url(
+                        url,
+                        "a cluster has only database 0; drop the `/<db>` after the hosts",
+                    ));
+                }
+                Ok(Topology::Cluster {
+                    nodes: hosts.nodes(url, &with_query("", query))?,
+                })
+            }
             Some("redlock") => {
                 let hosts = MultiHost::split(url, base, rest)?;
                 let db = hosts.path.trim_matches('/');
@@ -75,7 +86,8 @@ impl Topology {
             }
             Some("sentinel") => {
                 let hosts = MultiHost::split(url, base, rest)?;
-                let mut path = hosts.path.trim_matches('/').splitn(2, '/');
+                let (path, query) = hosts.path_and_query();
+                let mut path = path.trim_matches('/').splitn(2, '/');
                 let master = path.next().unwrap_or_default().to_owned();
                 if master.is_empty() {
                     return Err(bad_url(
@@ -83,9 +95,9 @@ impl Topology {
                         "name the master after the hosts: `redis+sentinel://h1:26379,h2:26379/mymaster`",
                     ));
                 }
-                let db = path.next().unwrap_or_default();
+                let db = with_query(path.next().unwrap_or_default(), query);
                 // The master's credentials and database ride on a node URL.
-                let node = node_info(url, &hosts.node_url(hosts.hosts[0], db))?
+                let node = node_info(url, &hosts.node_url(hosts.hosts[0], &db))?
                     .redis_settings()
                     .clone();
                 // Sentinels are reached without the master's credentials.
@@ -155,13 +167,18 @@ struct MultiHost<'a> {
 }
 
 impl<'a> MultiHost<'a> {
-    fn split(url: &str, base: &'a str, rest: &'a str) -> Result<Self, LockError> {
-        if base != "redis" && base != "rediss" {
+    fn split(url: &str, base: &str, rest: &'a str) -> Result<Self, LockError> {
+        // Schemes are case-insensitive, as for one server's `REDIS://`.
+        let base = if base.eq_ignore_ascii_case("redis") {
+            "redis"
+        } else if base.eq_ignore_ascii_case("rediss") {
+            "rediss"
+        } else {
             return Err(bad_url(
                 url,
                 "the scheme must be `redis+...` or `rediss+...`",
             ));
-        }
+        };
         let (rest, fragment) = match rest.split_once('#') {
             Some((rest, fragment)) => (rest, Some(fragment)),
             None => (rest, None),
@@ -184,6 +201,14 @@ impl<'a> MultiHost<'a> {
         })
     }
 
+    /// The path after the hosts, and its `?query` if it has one.
+    fn path_and_query(&self) -> (&'a str, Option<&'a str>) {
+        match self.path.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (self.path, None),
+        }
+    }
+
     fn node_url(&self, host: &str, db: &str) -> String {
         let fragment = self.fragment.map(|f| format!("#{f}")).unwrap_or_default();
         match self.auth {
@@ -203,6 +228,15 @@ impl<'a> MultiHost<'a> {
             .iter()
             .map(|host| node_info(url, &self.node_url(host, db)))
             .collect()
+    }
+}
+
+/// A node URL's path: the database, then the query given after the hosts
+/// (`?protocol=resp3`), which every node takes.
+fn with_query(db: &str, query: Option<&str>) -> String {
+    match query {
+        Some(query) => format!("{db}?{query}"),
+        None => db.to_owned(),
     }
 }
 
@@ -295,10 +329,37 @@ mod tests {
     }
 
     #[test]
+    fn a_query_after_the_hosts_is_no_part_of_the_master_name() {
+        let url = "redis+sentinel://:pw@h1:26379,h2:26379/mymaster/3?protocol=resp3";
+        let Topology::Sentinel { master, node, .. } = Topology::parse(url).unwrap() else {
+            panic!("not sentinel");
+        };
+        assert_eq!(master, "mymaster");
+        assert_eq!(node.db(), 3);
+        let bare = "redis+sentinel://h1:26379/mymaster?protocol=resp3";
+        let Topology::Sentinel { master, .. } = Topology::parse(bare).unwrap() else {
+            panic!("not sentinel");
+        };
+        assert_eq!(master, "mymaster");
+    }
+
+    #[test]
+    fn topology_schemes_are_case_insensitive() {
+        for url in [
+            "REDIS+CLUSTER://h1:1,h2:2",
+            "Redis+Redlock://h1:1,h2:2,h3:3",
+        ] {
+            assert!(Topology::parse(url).is_ok(), "{url}");
+        }
+    }
+
+    #[test]
     fn bad_forms_are_config_errors() {
         for url in [
             "redis+sentinel://h1:26379",
             "redis+cluster://h1:1,,h2:2",
+            // A cluster has one database: a number after it was dropped.
+            "redis+cluster://h1:1,h2:2/5",
             "redis+mesh://h1",
             "http+cluster://h1",
             "h1:6379",
