@@ -10,8 +10,8 @@
 //! - When a slot moves to another node, the old node drops the shard
 //!   subscriptions of that slot with a `sunsubscribe` of its own, and the
 //!   redis crate forgets them. A channel dropped that way that someone still
-//!   waits on is subscribed again (now on the new owner), and its waiters
-//!   are woken, since a release may have been missed meanwhile.
+//!   waits on is subscribed again (now on the new owner), and then its
+//!   waiters are woken, since a release may have been missed meanwhile.
 //! - After a dropped node connection, releases may have gone unheard:
 //!   every waiter is woken.
 //!
@@ -150,8 +150,10 @@ async fn on_push(
             // sent: a channel still in it was dropped by the server, which
             // happens to shard channels whose slot moved away.
             if channels.subscribed.remove(&channel) && waiters.is_wanted(&channel) {
-                waiters.wake_all();
+                // Subscribed again first, then woken: a release in between
+                // is heard, and one before is found by the waiters' tries.
                 channels.subscribe(channel).await?;
+                waiters.wake_all();
             }
         }
         _ => {}
