@@ -482,3 +482,78 @@ async fn unreachable_sentinels_fail_connect_within_the_timeout() {
         assert!(took < timeout + STALL_ROOM, "{what}: {took:?}");
     }
 }
+
+/// The master freezes and the sentinels fail over: a waiter's release
+/// listener, still connected to the frozen master (which never closes the
+/// connection), leaves it as soon as its locker follows the failover and
+/// subscribes on the new master, so the holder's release there wakes it.
+/// (It used to stay on the frozen master, and the waiter slept until the
+/// end of the holder's lease.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiters_listener_follows_a_failover_away_from_a_frozen_master() {
+    let setup = SentinelSetup::start();
+    let url = setup.url();
+    let holder = Locker::connect(LockConfig::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    // Its own polling is too slow to matter: only a release message wakes it.
+    let slow = Duration::from_secs(60);
+    let waiter = LockConfig::from_url(&url)
+        .unwrap()
+        .retry_backoff(slow, slow);
+    let waiter = Locker::connect(waiter).await.unwrap();
+    let guard = holder
+        .lock("followed")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| setup.wait_until_replicated());
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let request = waiter.lock("followed").wait(Duration::from_secs(60));
+            request.acquire().await
+        })
+    };
+    let channel = "lock:{followed}:released";
+    let frozen_port = setup.master_port();
+    eventually(
+        "the waiter listens on the master",
+        Duration::from_secs(10),
+        || subscribers(setup.current_master(), channel) > 0,
+    )
+    .await;
+    assert_eq!(setup.master.port(), frozen_port);
+    let renewed_before = holder.stats().renewed;
+    tokio::task::block_in_place(|| {
+        setup.master.pause();
+        setup.force_failover();
+    });
+    assert_ne!(setup.master_port(), frozen_port);
+    eventually(
+        "the waiter listens on the new master",
+        Duration::from_secs(20),
+        || subscribers(setup.current_master(), channel) > 0,
+    )
+    .await;
+    // The holder follows too (a renewal confirmed now was confirmed by the
+    // new master: the old one is frozen), and lets go there; the waiter is
+    // woken by the message.
+    eventually(
+        "the holder follows the failover",
+        Duration::from_secs(20),
+        || holder.stats().renewed > renewed_before,
+    )
+    .await;
+    let released = Instant::now();
+    let _ = guard.release().await;
+    let taken = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiter was woken by the release on the new master")
+        .unwrap()
+        .unwrap();
+    println!("taken {:?} after the release", released.elapsed());
+    assert!(taken.release().await.unwrap());
+    setup.master.resume();
+}

@@ -7,9 +7,14 @@ use futures_util::future::BoxFuture;
 /// Gives the server to subscribe on, asked again after every failure (so a
 /// listener follows a failover, or moves to another Redlock master).
 #[derive(Clone)]
-pub(crate) struct ClientSource(
-    Arc<dyn Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync>,
-);
+pub(crate) struct ClientSource {
+    next: Arc<dyn Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync>,
+    /// Announces that the server to subscribe on changed (a failover the
+    /// locker followed): a listener then leaves the old one at once,
+    /// rather than when its connection fails, which a frozen or cut-off
+    /// server may never make it do.
+    moved: Option<tokio::sync::watch::Receiver<u64>>,
+}
 
 impl ClientSource {
     /// Always the same server.
@@ -24,12 +29,40 @@ impl ClientSource {
     pub(crate) fn new(
         next: impl Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync + 'static,
     ) -> Self {
-        Self(Arc::new(next))
+        Self {
+            next: Arc::new(next),
+            moved: None,
+        }
+    }
+
+    /// The same, also left as soon as `moved` announces another server.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    pub(crate) fn following(mut self, moved: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.moved = Some(moved);
+        self
     }
 
     /// The server to subscribe on now.
     pub(crate) async fn next(&self) -> redis::RedisResult<redis::Client> {
-        (self.0)().await
+        (self.next)().await
+    }
+
+    /// Completes when the server to subscribe on changes after this call
+    /// (never, for a source that does not follow moves).
+    pub(crate) fn moved(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let moved = self.moved.clone().map(|mut moved| {
+            // Only moves from now on count.
+            moved.mark_unchanged();
+            moved
+        });
+        async move {
+            if let Some(mut moved) = moved
+                && moved.changed().await.is_ok()
+            {
+                return;
+            }
+            std::future::pending().await
+        }
     }
 }
 

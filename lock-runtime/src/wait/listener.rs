@@ -144,9 +144,17 @@ impl Session for PlainSessions {
         inbox: &mut Inbox,
         opening: Opening<'_>,
     ) -> SessionEnd {
+        // Watched from before the server is asked for: a move after that
+        // ends the session on the old server.
+        let moved = self.source.moved();
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
             Ok(Ok(client)) => {
-                session(&client, self.master, self.timeouts, waiters, inbox, opening).await
+                let serving = session(&client, self.master, self.timeouts, waiters, inbox, opening);
+                tokio::select! {
+                    end = serving => end,
+                    // Its waiters are woken when the next session subscribes.
+                    () = moved => SessionEnd::Failed,
+                }
             }
             // No server to subscribe on right now (a failover in progress):
             // dropping `opening` lets its waiters go on their timers.

@@ -128,23 +128,27 @@ impl SentinelBackend {
     }
 
     /// Release messages: subscribed on the master the sentinels name at
-    /// each (re)connect of the listener.
+    /// each (re)connect of the listener, which reconnects as soon as the
+    /// locker follows a failover.
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
         let shared = Arc::downgrade(&self.shared);
-        ReleaseFeed::PubSub(ClientSource::new(move || {
-            let shared = shared.clone();
-            Box::pin(async move {
-                let Some(shared) = shared.upgrade() else {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Client,
-                        "the locker was dropped",
-                    )));
-                };
-                let seen = shared.master().generation;
-                let master = shared.follow(seen, Instant::now()).await;
-                crate::backend::tls::client(master.address.clone(), &shared.config.tls)
+        ReleaseFeed::PubSub(
+            ClientSource::new(move || {
+                let shared = shared.clone();
+                Box::pin(async move {
+                    let Some(shared) = shared.upgrade() else {
+                        return Err(redis::RedisError::from((
+                            redis::ErrorKind::Client,
+                            "the locker was dropped",
+                        )));
+                    };
+                    let seen = shared.master().generation;
+                    let master = shared.follow(seen, Instant::now()).await;
+                    crate::backend::tls::client(master.address.clone(), &shared.config.tls)
+                })
             })
-        }))
+            .following(self.moves()),
+        )
     }
 
     /// Runs `call` on the current master (see [`SingleBackend::run`]).
