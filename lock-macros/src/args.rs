@@ -114,7 +114,14 @@ impl LockArgs {
                     Ok(())
                 }
                 "crate" => string(&value, &label)
-                    .and_then(|lit| lit.parse::<Path>())
+                    .and_then(|lit| {
+                        lit.parse::<Path>().map_err(|_| {
+                            syn::Error::new(
+                                lit.span(),
+                                "`crate` is the path the runtime crate is reached by, e.g. `crate = \"::lock_runtime\"` or `crate = \"my_app::locks\"`",
+                            )
+                        })
+                    })
                     .map(|p| args.krate = Some(p)),
                 _ => Err(syn::Error::new(
                     name.span(),
