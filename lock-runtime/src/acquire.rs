@@ -388,11 +388,14 @@ impl<'a> Attempt<'a> {
     }
 
     /// Gives back a grant that came too late to use (on the try's route,
-    /// so after it); the attempt stays armed if that fails.
+    /// so after it); the attempt stays armed if that fails. On Redlock it
+    /// stays armed anyway: the try's calls may still be running on slow
+    /// masters (a script's second step) and land after this release, so an
+    /// attempt that ends now must clean up after them (see `Drop`).
     async fn give_back(&mut self) {
         let released =
             exclusive::release(&self.core.backend, self.route, &self.plan.keys, &self.token);
-        if released.await.is_ok() {
+        if released.await.is_ok() && matches!(self.core.backend, Backend::Node(_)) {
             self.armed = false;
         }
     }
