@@ -47,6 +47,9 @@ pub(crate) struct Nested {
     pub(crate) turns: Semaphore,
     /// The holding call's body ended (or was dropped).
     ended: AtomicBool,
+    /// Someone waits for the end: only then is it announced (`end`'s
+    /// wake-up takes a lock, and most bodies nest nothing).
+    watched: AtomicBool,
     end: Notify,
 }
 
@@ -55,12 +58,16 @@ impl Nested {
         Self {
             turns: Semaphore::new(1),
             ended: AtomicBool::new(false),
+            watched: AtomicBool::new(false),
             end: Notify::new(),
         }
     }
 
     /// Completes once the holding call's body has ended.
     pub(crate) async fn ended(&self) {
+        // Before looking at `ended`: an end that finds `watched` unset
+        // comes before this look, which then sees it.
+        self.watched.store(true, Ordering::SeqCst);
         loop {
             let end = self.end.notified();
             tokio::pin!(end);
@@ -81,7 +88,9 @@ struct EndOnDrop(Arc<Nested>);
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
         self.0.ended.store(true, Ordering::SeqCst);
-        self.0.end.notify_waiters();
+        if self.0.watched.load(Ordering::SeqCst) {
+            self.0.end.notify_waiters();
+        }
     }
 }
 

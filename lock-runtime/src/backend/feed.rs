@@ -5,15 +5,23 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 /// Gives the server to subscribe on, asked again after every failure (so a
-/// listener follows a failover, or moves to another Redlock master).
+/// listener follows a failover, or moves to another Redlock master), with
+/// the generation of that server: how many moves the source had followed
+/// when it named it.
 #[derive(Clone)]
 pub(crate) struct ClientSource {
-    next: Arc<dyn Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync>,
-    /// Announces that the server to subscribe on changed (a failover the
-    /// locker followed): a listener then leaves the old one at once,
-    /// rather than when its connection fails, which a frozen or cut-off
-    /// server may never make it do.
+    next: Arc<dyn Fn() -> BoxFuture<'static, redis::RedisResult<Named>> + Send + Sync>,
+    /// Announces each move to another server (a failover the locker
+    /// followed), by generation: a listener then leaves a server the
+    /// source no longer names at once, rather than when its connection
+    /// fails, which a frozen or cut-off server may never make it do.
     moved: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+/// A server to subscribe on, and its generation (see [`ClientSource`]).
+pub(crate) struct Named {
+    pub(crate) client: redis::Client,
+    pub(crate) generation: u64,
 }
 
 impl ClientSource {
@@ -21,13 +29,18 @@ impl ClientSource {
     pub(crate) fn fixed(client: redis::Client) -> Self {
         Self::new(move || {
             let client = client.clone();
-            Box::pin(async move { Ok(client) })
+            Box::pin(async move {
+                Ok(Named {
+                    client,
+                    generation: 0,
+                })
+            })
         })
     }
 
     /// Whatever `next` answers at each (re)connect.
     pub(crate) fn new(
-        next: impl Fn() -> BoxFuture<'static, redis::RedisResult<redis::Client>> + Send + Sync + 'static,
+        next: impl Fn() -> BoxFuture<'static, redis::RedisResult<Named>> + Send + Sync + 'static,
     ) -> Self {
         Self {
             next: Arc::new(next),
@@ -35,7 +48,8 @@ impl ClientSource {
         }
     }
 
-    /// The same, also left as soon as `moved` announces another server.
+    /// The same, also left as soon as `moved` announces a generation past
+    /// the server's.
     #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
     pub(crate) fn following(mut self, moved: tokio::sync::watch::Receiver<u64>) -> Self {
         self.moved = Some(moved);
@@ -43,21 +57,21 @@ impl ClientSource {
     }
 
     /// The server to subscribe on now.
-    pub(crate) async fn next(&self) -> redis::RedisResult<redis::Client> {
+    pub(crate) async fn next(&self) -> redis::RedisResult<Named> {
         (self.next)().await
     }
 
-    /// Completes when the server to subscribe on changes after this call
-    /// (never, for a source that does not follow moves).
-    pub(crate) fn moved(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let moved = self.moved.clone().map(|mut moved| {
-            // Only moves from now on count.
-            moved.mark_unchanged();
-            moved
-        });
+    /// Completes once the source has moved past the server of
+    /// `generation` (never, for a source that does not follow moves). A
+    /// move the lookup itself made, to that very server, does not count.
+    pub(crate) fn moved_past(
+        &self,
+        generation: u64,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let moved = self.moved.clone();
         async move {
             if let Some(mut moved) = moved
-                && moved.changed().await.is_ok()
+                && moved.wait_for(|now| *now > generation).await.is_ok()
             {
                 return;
             }
@@ -87,4 +101,42 @@ pub(crate) enum ReleaseFeed {
     Sharded(redis::cluster::ClusterClient),
     /// The in-memory store delivers each release itself.
     Memory(crate::memory::MemoryStore),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    fn source(moves: &tokio::sync::watch::Sender<u64>) -> ClientSource {
+        let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
+        ClientSource::fixed(client).following(moves.subscribe())
+    }
+
+    #[tokio::test]
+    async fn only_a_move_past_the_servers_generation_counts() {
+        let moves = tokio::sync::watch::Sender::new(0_u64);
+        let source = source(&moves);
+        // The lookup that named generation 1 made that move itself.
+        moves.send_replace(1);
+        let mut past_one = Box::pin(source.moved_past(1));
+        assert!((&mut past_one).now_or_never().is_none());
+        // A server named before a move is left at once.
+        assert!(source.moved_past(0).now_or_never().is_some());
+        moves.send_replace(2);
+        assert!(past_one.now_or_never().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_source_that_follows_nothing_is_never_left() {
+        let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
+        let fixed = ClientSource::fixed(client);
+        assert!(fixed.moved_past(0).now_or_never().is_none());
+        // Nor when the move announcements end (the locker was dropped).
+        let moves = tokio::sync::watch::Sender::new(0_u64);
+        let source = source(&moves);
+        let past = source.moved_past(0);
+        drop(moves);
+        assert!(past.now_or_never().is_none());
+    }
 }

@@ -144,16 +144,15 @@ impl Session for PlainSessions {
         inbox: &mut Inbox,
         opening: Opening<'_>,
     ) -> SessionEnd {
-        // Watched from before the server is asked for: a move after that
-        // ends the session on the old server.
-        let moved = self.source.moved();
         match tokio::time::timeout(self.timeouts.connect, self.source.next()).await {
-            Ok(Ok(client)) => {
-                let serving = session(&client, self.master, self.timeouts, waiters, inbox, opening);
+            Ok(Ok(named)) => {
+                let client = &named.client;
+                let serving = session(client, self.master, self.timeouts, waiters, inbox, opening);
                 tokio::select! {
                     end = serving => end,
-                    // Its waiters are woken when the next session subscribes.
-                    () = moved => SessionEnd::Failed,
+                    // A move past this server ends the session on it; its
+                    // waiters are woken when the next one subscribes.
+                    () = self.source.moved_past(named.generation) => SessionEnd::Failed,
                 }
             }
             // No server to subscribe on right now (a failover in progress):

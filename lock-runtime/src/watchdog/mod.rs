@@ -153,10 +153,11 @@ impl Watched {
     /// Stops the watch (the holder lets go); answers the holder's turn,
     /// unless the lease was lost meanwhile and the turn given up.
     pub(crate) fn end(mut self) -> Option<Turn> {
-        match self.watchdog.take() {
-            Some(watchdog) => watchdog.forget(self.id),
-            None => self.turn.take(),
-        }
+        let kept = self
+            .watchdog
+            .take()
+            .and_then(|watchdog| watchdog.forget(self.id));
+        kept.or_else(|| self.turn.take())
     }
 }
 

@@ -35,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use redis::ConnectionInfo;
 
+use super::feed::Named;
 use super::script::{LuaScript, ScriptCall};
 use super::single::SingleBackend;
-use super::{BatchEntry, ClientSource, ReleaseFeed, Route};
+use super::{BatchEntry, ClientSource, ReleaseFeed, Route, tls};
 use crate::config::LockConfig;
 use crate::config::ReplicaAck;
 use crate::error::LockError;
@@ -144,7 +145,11 @@ impl SentinelBackend {
                     };
                     let seen = shared.master().generation;
                     let master = shared.follow(seen, Instant::now()).await;
-                    crate::backend::tls::client(master.address.clone(), &shared.config.tls)
+                    let client = tls::client(master.address.clone(), &shared.config.tls)?;
+                    Ok(Named {
+                        client,
+                        generation: master.generation,
+                    })
                 })
             })
             .following(self.moves()),
