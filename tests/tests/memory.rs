@@ -204,3 +204,86 @@ fn a_guard_outliving_its_acquiring_runtime_is_told_of_its_loss() {
     assert!(!guard.is_held());
     assert_eq!(locker.stats().lost, 1);
 }
+
+fn runtime(paused: bool) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(paused)
+        .build()
+        .unwrap()
+}
+
+/// Enough locks to make the store sweep its expired keys at each call.
+const MANY: usize = 4_100;
+
+/// Two runtimes with clocks of their own share a store on distinct keys:
+/// the one whose clock was advanced an hour sweeps only its own keys, not
+/// the other's live lock.
+#[test]
+fn a_sweep_on_an_advanced_clock_leaves_another_runtimes_lock_alone() {
+    let store = MemoryStore::new();
+    let real = runtime(false);
+    let connect = |on: &tokio::runtime::Runtime| {
+        on.block_on(Locker::connect(LockConfig::in_memory_store(&store)))
+            .unwrap()
+    };
+    let (holder, rival) = (connect(&real), connect(&real));
+    let request = holder.lock("held").ttl(Duration::from_secs(30));
+    let guard = real.block_on(request.acquire()).unwrap();
+    let paused = runtime(true);
+    let other = connect(&paused);
+    paused.block_on(async {
+        let mut fixed = Vec::with_capacity(MANY);
+        for n in 0..MANY {
+            let request = other
+                .lock(format!("order:{n}"))
+                .ttl(Duration::from_secs(60));
+            fixed.push(request.watchdog(false).acquire().await.unwrap());
+        }
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        // Any call on the store now sweeps, on this runtime's clock.
+        assert!(other.lock("probe").try_acquire().await.unwrap().is_some());
+        drop(fixed);
+    });
+    real.block_on(async {
+        assert!(guard.is_held());
+        let second = rival.lock("held").try_acquire().await.unwrap();
+        assert!(second.is_none(), "a second owner took a lock still held");
+        assert!(guard.release().await.unwrap());
+    });
+}
+
+/// The other way round: a paused runtime's lock, its clock standing still,
+/// is not swept by a runtime on real time once that time passed its lease.
+#[test]
+fn a_sweep_on_real_time_leaves_a_paused_runtimes_lock_alone() {
+    let store = MemoryStore::new();
+    let paused = runtime(true);
+    let connect = |on: &tokio::runtime::Runtime| {
+        on.block_on(Locker::connect(LockConfig::in_memory_store(&store)))
+            .unwrap()
+    };
+    let (holder, rival) = (connect(&paused), connect(&paused));
+    let request = holder.lock("held").ttl(Duration::from_millis(300));
+    let guard = paused.block_on(request.acquire()).unwrap();
+    let real = runtime(false);
+    let other = connect(&real);
+    real.block_on(async {
+        let mut held = Vec::with_capacity(MANY);
+        for n in 0..MANY {
+            let request = other
+                .lock(format!("order:{n}"))
+                .ttl(Duration::from_secs(60));
+            held.push(request.acquire().await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(other.lock("probe").try_acquire().await.unwrap().is_some());
+        drop(held);
+    });
+    paused.block_on(async {
+        assert!(guard.is_held(), "no time passed on this runtime's clock");
+        let second = rival.lock("held").try_acquire().await.unwrap();
+        assert!(second.is_none(), "a second owner took a lock still held");
+        assert!(guard.release().await.unwrap());
+    });
+}

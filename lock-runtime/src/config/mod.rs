@@ -109,7 +109,8 @@ impl LockConfig {
     ///
     /// Its leases, waits and renewals run on the tokio clock of the runtime
     /// that calls, so a test with `tokio::time::pause()` runs a 30 s lease
-    /// in microseconds.
+    /// in microseconds. That runtime needs its timers (`enable_time`; on in
+    /// `#[tokio::main]` and `#[tokio::test]`).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -8,13 +8,18 @@
 //! expiry has passed is gone for whoever looks at it. Expired keys that
 //! nobody looks at again are swept once the store holds many keys, so a
 //! service that locks per order keeps no more than its live locks plus a
-//! bounded remainder. Only then: each runtime has its own clock (a test's
-//! may be paused or advanced by hand), and a sweep judges every key by the
-//! clock of the call that runs it; below the threshold, a key is only ever
-//! judged by those who use it.
+//! bounded remainder. Each runtime has its own clock (a test's may be
+//! paused or advanced by hand), so a key's expiry is kept with the clock
+//! it was set on, and a sweep removes only keys set on the clock of the
+//! call that runs it: runtimes with clocks of their own that share a store
+//! on distinct keys never expire each other's. (Expired keys a runtime
+//! left behind when it ended go when someone touches them.)
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The clock a call runs on: its tokio runtime's (`None`: outside any).
+pub(crate) type ClockId = Option<tokio::runtime::Id>;
 
 /// Keys beyond which a write sweeps out every expired key.
 const SWEEP_ABOVE: usize = 4096;
@@ -23,14 +28,16 @@ const SWEEP_ABOVE: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct Keyspace {
     entries: HashMap<String, Entry>,
-    /// `(expiry, key)` of every key that has one.
-    expiries: BTreeSet<(Instant, String)>,
+    /// `(expiry, key)` of every key that has one, by the clock it was set
+    /// on.
+    expiries: HashMap<ClockId, BTreeSet<(Instant, String)>>,
     /// The last `TIME` answered, in µs, so it never repeats or goes back,
     /// and when (on the real monotonic clock, which tests cannot pause).
     last_time_us: u64,
     last_time_at: Option<std::time::Instant>,
-    /// The current call's instant.
+    /// The current call's instant, and its clock.
     now: Instant,
+    clock: ClockId,
     /// Channels published on by the current call, delivered after it.
     published: Vec<String>,
 }
@@ -39,25 +46,29 @@ pub(crate) struct Keyspace {
 struct Entry {
     value: String,
     expires_at: Option<Instant>,
+    /// The clock `expires_at` is on.
+    clock: ClockId,
 }
 
 impl Default for Keyspace {
     fn default() -> Self {
         Self {
             entries: HashMap::new(),
-            expiries: BTreeSet::new(),
+            expiries: HashMap::new(),
             last_time_us: 0,
             last_time_at: None,
             now: Instant::now(),
+            clock: None,
             published: Vec::new(),
         }
     }
 }
 
 impl Keyspace {
-    /// Starts a call at `now`.
-    pub(crate) fn begin(&mut self, now: Instant) {
+    /// Starts a call at `now` on `clock`.
+    pub(crate) fn begin(&mut self, now: Instant, clock: ClockId) {
         self.now = now;
+        self.clock = clock;
         self.published.clear();
         if self.entries.len() > SWEEP_ABOVE {
             self.sweep();
@@ -85,6 +96,7 @@ impl Keyspace {
             Entry {
                 value,
                 expires_at: None,
+                clock: self.clock,
             },
         );
         self.pexpire(key, ttl_ms);
@@ -116,7 +128,7 @@ impl Keyspace {
         match self.entries.remove(key) {
             Some(entry) => {
                 if let Some(at) = entry.expires_at {
-                    self.expiries.remove(&(at, key.to_owned()));
+                    self.unqueue(entry.clock, at, key);
                 }
                 true
             }
@@ -131,10 +143,13 @@ impl Keyspace {
         let Some(entry) = self.entries.get_mut(key) else {
             return false;
         };
-        if let Some(before) = entry.expires_at.replace(at) {
-            self.expiries.remove(&(before, key.to_owned()));
+        let before = entry.expires_at.replace(at).map(|at| (entry.clock, at));
+        entry.clock = self.clock;
+        if let Some((clock, before)) = before {
+            self.unqueue(clock, before, key);
         }
-        self.expiries.insert((at, key.to_owned()));
+        let queue = self.expiries.entry(self.clock).or_default();
+        queue.insert((at, key.to_owned()));
         true
     }
 
@@ -206,21 +221,38 @@ impl Keyspace {
         let expired = self
             .entries
             .get(key)
-            .and_then(|entry| entry.expires_at)
-            .filter(|&at| at <= self.now);
-        if let Some(at) = expired {
+            .and_then(|entry| Some((entry.clock, entry.expires_at?)))
+            .filter(|&(_, at)| at <= self.now);
+        if let Some((clock, at)) = expired {
             self.entries.remove(key);
-            self.expiries.remove(&(at, key.to_owned()));
+            self.unqueue(clock, at, key);
         }
     }
 
+    /// Takes `key`'s expiry `at` on `clock` off its queue.
+    fn unqueue(&mut self, clock: ClockId, at: Instant, key: &str) {
+        if let Some(queue) = self.expiries.get_mut(&clock) {
+            queue.remove(&(at, key.to_owned()));
+            if queue.is_empty() {
+                self.expiries.remove(&clock);
+            }
+        }
+    }
+
+    /// Removes the expired keys set on the current call's clock.
     fn sweep(&mut self) {
-        while let Some((at, _)) = self.expiries.first()
+        let Some(queue) = self.expiries.get_mut(&self.clock) else {
+            return;
+        };
+        while let Some((at, _)) = queue.first()
             && *at <= self.now
         {
-            if let Some((_, key)) = self.expiries.pop_first() {
+            if let Some((_, key)) = queue.pop_first() {
                 self.entries.remove(&key);
             }
+        }
+        if queue.is_empty() {
+            self.expiries.remove(&self.clock);
         }
     }
 }
@@ -230,7 +262,7 @@ mod tests {
     use super::*;
 
     fn at(keyspace: &mut Keyspace, start: Instant, ms: u64) {
-        keyspace.begin(start + Duration::from_millis(ms));
+        keyspace.begin(start + Duration::from_millis(ms), None);
     }
 
     #[test]
@@ -307,7 +339,7 @@ mod tests {
     #[test]
     fn publishing_is_delivered_when_the_call_ends() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         keys.publish("c");
         assert_eq!(keys.finish(), ["c"]);
         assert!(keys.finish().is_empty());

@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use super::Twin;
-use super::keyspace::Keyspace;
+use super::keyspace::{ClockId, Keyspace};
 use crate::backend::words::Words;
 
-/// Now, on the tokio clock of the runtime that calls.
-fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
+/// Now, on the tokio clock of the runtime that calls, and which clock
+/// that is.
+fn now() -> (std::time::Instant, ClockId) {
+    let clock = tokio::runtime::Handle::try_current().ok().map(|on| on.id());
+    (tokio::time::Instant::now().into_std(), clock)
 }
 
 /// Where in-memory locks live: what a Redis server is to lockers on Redis.
@@ -122,7 +124,8 @@ impl MemoryStore {
     /// token).
     pub fn holders(&self) -> Vec<HeldLock> {
         let mut keyspace = self.keyspace();
-        keyspace.begin(now());
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
         let live = keyspace.live();
         drop(keyspace);
         live.into_iter()
@@ -148,7 +151,8 @@ impl MemoryStore {
     /// the lease they were told of would have ended.
     pub fn expire(&self, name: &str) -> usize {
         let mut keyspace = self.keyspace();
-        keyspace.begin(now());
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
         let keys: Vec<String> = keyspace
             .live()
             .into_iter()
@@ -187,7 +191,8 @@ impl MemoryStore {
         args: &Words,
     ) -> Result<redis::Value, String> {
         let mut keyspace = self.keyspace();
-        keyspace.begin(now());
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
         let answer = script(&mut keyspace, keys, args);
         let published = keyspace.finish();
         drop(keyspace);

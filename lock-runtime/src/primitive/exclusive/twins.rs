@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn acquire_is_idempotent_for_its_owner_and_busy_for_others() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         let lock = strings(&["lock:{a}"]);
         let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap());
         assert_eq!(first[0], 1);
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(keys.get("lock:{a}"), Some("t1~"), "marked: someone waits");
         ints(&acquire(&mut keys, &lock, &strings(&["t3", "1000"])).unwrap());
         assert_eq!(keys.get("lock:{a}"), Some("t1~"), "marked once");
-        keys.begin(Instant::now() + Duration::from_millis(5));
+        keys.begin(Instant::now() + Duration::from_millis(5), None);
         let again = ints(&acquire(&mut keys, &lock, &strings(&["t1", "2000"])).unwrap());
         assert_eq!(again[0], 1, "a retry finds it ours, marked or not");
         assert!(again[1] >= first[1], "with the clock now as its fence");
@@ -194,7 +194,7 @@ mod tests {
     #[test]
     fn a_single_try_does_not_mark_the_lock() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         let lock = strings(&["lock:{a}"]);
         acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
         let busy = ints(&acquire(&mut keys, &lock, &strings(&["t2", "1000", "0"])).unwrap());
@@ -208,10 +208,10 @@ mod tests {
     fn fences_rise_from_one_owner_to_the_next() {
         let start = Instant::now();
         let mut keys = Keyspace::default();
-        keys.begin(start);
+        keys.begin(start, None);
         let lock = strings(&["lock:{a}"]);
         let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "10"])).unwrap())[1];
-        keys.begin(start + Duration::from_millis(10));
+        keys.begin(start + Duration::from_millis(10), None);
         let second = ints(&acquire(&mut keys, &lock, &strings(&["t2", "10"])).unwrap())[1];
         assert!(second > first);
     }
@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn only_the_owner_releases_and_renews() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         let lock = strings(&["lock:{a}"]);
         acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
         let release_as = |keys: &mut Keyspace, token: &str| {
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn a_pass_moves_the_lock_keeps_its_mark_and_raises_the_fence() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         let lock = strings(&["lock:{a}"]);
         let first = ints(&acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap())[1];
         let pass_as = |keys: &mut Keyspace, giver: &str, taker: &str, fence: i64| {
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn inspect_shows_the_value_and_force_release_deletes_anyones_lock() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         let lock = strings(&["lock:{a}"]);
         let free = inspect(&mut keys, &lock, &Words::default()).unwrap();
         assert_eq!(
@@ -319,7 +319,7 @@ mod tests {
     #[test]
     fn a_malformed_call_is_an_error_not_a_panic() {
         let mut keys = Keyspace::default();
-        keys.begin(Instant::now());
+        keys.begin(Instant::now(), None);
         assert!(acquire(&mut keys, &Words::default(), &Words::default()).is_err());
         let lock = strings(&["lock:{a}"]);
         assert!(acquire(&mut keys, &lock, &strings(&["t1", "soon"])).is_err());
