@@ -38,6 +38,7 @@ use crate::guard::LockGuard;
 use crate::keys::LockKeys;
 use crate::lease::{FenceBasis, Grant, Lease};
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
+use crate::retry;
 use crate::stats::Counters;
 use crate::token::OwnerToken;
 use crate::validity;
@@ -286,7 +287,7 @@ impl<'a> Attempt<'a> {
                     }
                     return Ok((sent_at, reply));
                 }
-                Err(LockError::Redis(err)) if !retried && worth_one_retry(&err) => {
+                Err(LockError::Redis(err)) if !retried && retry::worth_one_retry(&err) => {
                     tracing::debug!(error = %err, "acquire met a dropped or refused connection; retrying once");
                     retried = true;
                 }
@@ -516,12 +517,4 @@ impl Won {
             fence_basis: FenceBasis::issued_now(fence),
         }
     }
-}
-
-/// A failed call worth repeating at once: the connection broke under it, or
-/// was refused (the manager reconnects meanwhile; a server that restarted
-/// answers the retry). Not a timeout: that bound is already spent.
-fn worth_one_retry(err: &redis::RedisError) -> bool {
-    (err.is_connection_dropped() || err.is_unrecoverable_error() || err.is_connection_refusal())
-        && !err.is_timeout()
 }

@@ -14,6 +14,7 @@ use crate::handle::LockHandle;
 use crate::handover::Handover;
 use crate::lease::Lease;
 use crate::primitive::exclusive::{self, Passed};
+use crate::retry::retried_once;
 use crate::stats::Counters;
 use crate::telemetry;
 use crate::token::OwnerToken;
@@ -122,6 +123,11 @@ impl LockGuard {
     /// not know of yet from the watchdog, as this holder would have.
     /// `Ok(false)` means it was no longer ours (lost, or expired), so
     /// nothing was deleted or passed.
+    ///
+    /// A call whose connection dropped or was refused is made once more
+    /// (the first call after a server came back is served); if the first
+    /// had reached the server after all, the second finds the lock gone and
+    /// answers `Ok(false)`.
     ///
     /// Returns within two bounded round trips (`connect_timeout +
     /// response_timeout` each). On an error (or if this future is dropped
@@ -236,7 +242,10 @@ fn count_pass(core: &Core, lease: &Lease) {
 
 /// Deletes `lease`'s lock if it is still ours; counts a deletion.
 async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
-    let deleted = exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token).await?;
+    let deleted = retried_once("release", || {
+        exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
+    })
+    .await?;
     if deleted {
         Counters::bump(&core.counters.released);
     }

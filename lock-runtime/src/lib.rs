@@ -59,6 +59,7 @@ pub mod memory;
 mod primitive;
 mod reentrancy;
 mod request;
+mod retry;
 #[cfg(feature = "sabotage")]
 mod sabotage;
 mod stats;

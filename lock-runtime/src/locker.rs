@@ -12,6 +12,7 @@ use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
 use crate::primitive::exclusive::{self, scripts};
 use crate::request::LockRequest;
+use crate::retry::retried_once;
 use crate::stats::{Counters, LockerStats};
 use crate::wait::{ReleaseListener, Timeouts};
 
@@ -129,7 +130,8 @@ impl Locker {
     pub async fn inspect(&self, key: impl Into<String>) -> Result<LockInfo, LockError> {
         let keys = LockKeys::new(&self.core.config.key_prefix, &key.into())?;
         let (core, route) = (&self.core, Route::pooled(self.core.backend.pick()));
-        self.bounded("inspect", exclusive::inspect(&core.backend, route, &keys))
+        let inspecting = || exclusive::inspect(&core.backend, route, &keys);
+        self.bounded("inspect", retried_once("inspect", inspecting))
             .await
     }
 
@@ -142,14 +144,18 @@ impl Locker {
     /// fixed lease, not before the lease's end), and its body is cancelled
     /// then under `on_lost = "cancel"`; until then it and the next owner
     /// both run. Only fences keep the guarded resource safe meanwhile. Every
-    /// call is logged at `warn`.
+    /// call is logged at `warn`. Like a release, it is made once more when
+    /// its connection dropped; `false` after such a retry may mean the
+    /// first call deleted it.
     pub async fn force_unlock(&self, key: impl Into<String>) -> Result<bool, LockError> {
         let keys = LockKeys::new(&self.core.config.key_prefix, &key.into())?;
         let (core, route) = (&self.core, Route::pooled(self.core.backend.pick()));
         let deleted = self
             .bounded(
                 "force_unlock",
-                exclusive::force_release(&core.backend, route, &keys),
+                retried_once("force_unlock", || {
+                    exclusive::force_release(&core.backend, route, &keys)
+                }),
             )
             .await?;
         tracing::warn!(

@@ -43,6 +43,35 @@ async fn one_server() {
     annotated(&locker, "second").await.expect("the second call");
 }
 
+/// Each operation as the first call after a restart, the lock kept across
+/// it (AOF): a release, an inspection and a forced unlock are each served
+/// by the server that came back, not failed with the broken connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_inspect_and_force_unlock_after_a_restart() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let config = lock_tests::fixtures::config(&server.url()).pool_size(1);
+    let locker = Locker::connect(config).await.unwrap();
+    let held = locker
+        .lock("kept")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| server.restart());
+    assert!(held.release().await.expect("the release after a restart"));
+    let again = locker.lock("kept").acquire().await.unwrap();
+    tokio::task::block_in_place(|| server.restart());
+    let info = locker
+        .inspect("kept")
+        .await
+        .expect("inspect after a restart");
+    assert!(info.held, "{info:?}");
+    tokio::task::block_in_place(|| server.restart());
+    let forced = locker.force_unlock("kept").await;
+    assert!(forced.expect("force_unlock after a restart"));
+    assert!(!again.release().await.unwrap(), "forced off meanwhile");
+}
+
 /// The node that serves a key dies and comes back into the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_node() {
