@@ -196,3 +196,51 @@ async fn an_acquisition_cancelled_behind_a_wait_leaves_nothing_held() {
     )
     .await;
 }
+
+/// Two acquisitions that wait for replicas share their pool slot's `WAIT`
+/// connection, so the second's script queues behind the first's `WAIT`.
+/// With the replica frozen, each is told its lock was not replicated (and
+/// nothing is left held), not that a healthy master never answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_acquisition_queued_behind_a_wait_is_told_not_replicated() {
+    let (master, replica) = master_and_replica();
+    // A replica timeout longer than one call's bound (connect + response
+    // timeout): the second's script waits that long for its turn.
+    let replicas = Duration::from_millis(3500);
+    let locker = connect(&master.url(), |config| {
+        config
+            .pool_size(1)
+            .connect_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(1))
+            .wait_for_replicas(1, replicas)
+    })
+    .await;
+    // The blocking connection opened, and the replica caught up.
+    let warm = locker.lock("warm").acquire().await.unwrap();
+    assert!(warm.release().await.unwrap());
+    tokio::task::block_in_place(|| replica.pause());
+    let wait = Duration::from_secs(1);
+    let first = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("first").wait(wait).acquire().await })
+    };
+    eventually("the first is granted", Duration::from_secs(5), || {
+        exists(&master, "lock:{first}")
+    })
+    .await;
+    let second = locker.lock("second").wait(wait).acquire().await;
+    let first = first.await.unwrap();
+    tokio::task::block_in_place(|| replica.resume());
+    assert!(
+        matches!(first, Err(LockError::NotReplicated { .. })),
+        "{first:?}"
+    );
+    assert!(
+        matches!(second, Err(LockError::NotReplicated { .. })),
+        "{second:?}"
+    );
+    eventually("nothing is left held", Duration::from_secs(10), || {
+        !exists(&master, "lock:{first}") && !exists(&master, "lock:{second}")
+    })
+    .await;
+}

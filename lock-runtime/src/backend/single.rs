@@ -49,13 +49,16 @@ enum OwnBounds {
     /// Every call: a Sentinel's master, where a call must fail on its own
     /// for the next one to go to a new master.
     Every,
-    /// Renewals (the watchdog's batch has no bound around it) and calls on
-    /// the blocking connections (which have no response timeout). A
-    /// pooled lock call runs inside an operation's bound (an
-    /// acquisition's, a release's, a clean-up's), and the connection's
-    /// response timeout ends a wait for a frozen server's answer: the
-    /// locker's one server.
-    RenewalsAndBlocking,
+    /// Renewals only (the watchdog's batch has no bound around it): the
+    /// locker's one server. A lock call runs inside an operation's bound
+    /// (an acquisition's, a release's, a clean-up's); on a pooled
+    /// connection its response timeout ends a wait for a frozen server's
+    /// answer sooner. On a blocking connection (no response timeout) a
+    /// script may queue behind another acquisition's `WAIT` on it, so only
+    /// the acquisition's bound, which counts the replica timeout, stops it:
+    /// a bound of its own would report a server that answers as silent.
+    /// (The `WAIT` itself keeps one.)
+    Renewals,
     /// None: a Redlock master, whose rounds bound every call.
     None,
 }
@@ -95,10 +98,10 @@ impl SingleBackend {
 
     /// This server as a locker's one server: each lock call on a pooled
     /// connection runs inside an operation's own bound (see
-    /// [`OwnBounds::RenewalsAndBlocking`]).
+    /// [`OwnBounds::Renewals`]).
     pub(crate) fn bounded_by_operations(self) -> Self {
         Self {
-            own_bounds: OwnBounds::RenewalsAndBlocking,
+            own_bounds: OwnBounds::Renewals,
             ..self
         }
     }
@@ -112,19 +115,16 @@ impl SingleBackend {
         }
     }
 
-    /// `call` on `route` within the call bound, unless its caller bounds it.
-    /// A plain function for the reason [`bounded`] is one.
+    /// `call` within the call bound, unless its caller bounds it. A plain
+    /// function for the reason [`bounded`] is one.
     fn within<'a, T: 'a>(
         &self,
-        route: Route,
         what: &'a str,
         call: impl std::future::Future<Output = redis::RedisResult<T>> + 'a,
     ) -> impl std::future::Future<Output = Result<T, LockError>> + 'a {
         let own = match self.own_bounds {
             OwnBounds::Every => true,
-            // The blocking connections have no response timeout.
-            OwnBounds::RenewalsAndBlocking => route.blocking,
-            OwnBounds::None => false,
+            OwnBounds::Renewals | OwnBounds::None => false,
         };
         if own {
             Either::Left(bounded(self.call_bound, what, call))
@@ -152,7 +152,7 @@ impl SingleBackend {
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within(route, "a lock script", call.run(&mut connection))
+        self.within("a lock script", call.run(&mut connection))
             .await
     }
 
@@ -164,7 +164,7 @@ impl SingleBackend {
         pipe: &redis::Pipeline,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within(route, "a lock pipeline", pipe.query_async(&mut connection))
+        self.within("a lock pipeline", pipe.query_async(&mut connection))
             .await
     }
 
@@ -199,7 +199,7 @@ impl SingleBackend {
         let renewal = call.run(&mut connection);
         match self.own_bounds {
             OwnBounds::None => Ok(renewal.await?),
-            OwnBounds::Every | OwnBounds::RenewalsAndBlocking => {
+            OwnBounds::Every | OwnBounds::Renewals => {
                 bounded(self.call_bound, "a renewal script", renewal).await
             }
         }
