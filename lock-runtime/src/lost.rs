@@ -117,6 +117,10 @@ pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
 /// holder that finished late is told (`lost()` completes, the loss is
 /// counted and logged) before its call returns, whatever its `on_lost`.
 pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) {
+    #[cfg(feature = "sabotage")]
+    if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentAfterStall) {
+        return;
+    }
     if lease.state() == LeaseState::Held && !lease.is_held() {
         declare(lease, Cause::Lapsed, counters);
     }

@@ -18,6 +18,13 @@ pub(crate) enum Sabotage {
     /// A hand-over in process gives the taker the giver's own fence
     /// instead of the next one.
     SameFencePass,
+    /// A loss found late (the process stalled well past the lease's end)
+    /// is dropped without a word, and a body's end does not check its
+    /// lease: a holder that was frozen finishes its stale work untold.
+    SilentAfterStall,
+    /// The plain acquire's fence joins `TIME`'s seconds and microseconds
+    /// as text, without padding the microseconds: fences go backwards.
+    UnpaddedFence,
 }
 
 /// The defect this process was started with, if any.
@@ -27,6 +34,8 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("silent-watchdog") => Some(Sabotage::SilentWatchdog),
         Ok("blind-release") => Some(Sabotage::BlindRelease),
         Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
+        Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
+        Ok("unpadded-fence") => Some(Sabotage::UnpaddedFence),
         _ => None,
     })
 }

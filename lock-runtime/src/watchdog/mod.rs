@@ -257,6 +257,12 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
             (expired, batches, wake_at)
         };
         for (lease, cause, turn) in expired {
+            #[cfg(feature = "sabotage")]
+            if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentAfterStall)
+                && now > lease.valid_until() + lease.ttl / 4
+            {
+                continue;
+            }
             lost::declare(&lease, cause, &counters);
             // The rest of the holder's line goes on trying.
             drop(turn);

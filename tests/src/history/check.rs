@@ -247,8 +247,11 @@ pub fn check(
             _ => false,
         }),
         kills_hit: faults_hit(faults, &sections, |fault, s| match fault {
-            // Inclusive: a killed section ends at the kill.
-            Fault::Kill { worker, t } => *worker == s.worker && s.invoke <= *t && *t <= s.end,
+            // A kill that met a section holding its lock (a killed section
+            // ends at the kill, so its held interval reaches it).
+            Fault::Kill { worker, t } => {
+                *worker == s.worker && s.held_over(t.saturating_sub(1), t.saturating_add(1))
+            }
             _ => false,
         }),
         cuts_hit: faults_hit(faults, &sections, |fault, s| match fault {
@@ -608,13 +611,20 @@ fn overlap_unexcused(
         return None;
     }
     // Frozen after it asked for the lock (while holding it, or between the
-    // grant and its first statement), before the newer one began: it could
-    // not be told while stopped, so it gets `grace_ns` after the thaw.
+    // grant and its first statement) and before it stopped relying on it,
+    // before the newer one began: it could not be told while stopped, so
+    // it must be told within `grace_ns` after the thaw. Ending its section
+    // then is no excuse (a holder that finishes a stale write untold is
+    // the very fault to catch), unless its worker was killed: a killed
+    // section ends at the kill, told or not.
     let freezes: Vec<(u64, u64)> = faults
         .iter()
         .filter_map(|fault| match fault {
             Fault::Freeze { worker, start, end }
-                if *worker == older.worker && *start <= newer_began && *end >= older.invoke =>
+                if *worker == older.worker
+                    && *start <= newer_began
+                    && *start < older.held_until()
+                    && *end >= older.invoke =>
             {
                 Some((*start, *end))
             }
@@ -623,7 +633,8 @@ fn overlap_unexcused(
         .collect();
     let covered = |thaw: u64| {
         let limit = thaw.saturating_add(grace_ns);
-        older.told.is_some_and(|told| told <= limit) || older.held_until() <= limit
+        older.told.is_some_and(|told| told <= limit)
+            || (older.outcome == Outcome::Killed && older.held_until() <= limit)
     };
     if freezes.iter().any(|&(_, thaw)| covered(thaw)) {
         return None;
@@ -1115,10 +1126,35 @@ mod tests {
     }
 
     #[test]
-    fn s2_a_frozen_holder_that_ends_within_the_grace_passes_untold() {
+    fn s2_a_frozen_holder_that_finishes_untold_after_the_thaw_is_caught() {
+        // Its lease ran out while it was stopped, and after the thaw it
+        // finished its stale work without being told: what a lost loss
+        // signal looks like. Ending within the grace excuses nothing.
         let workers = older_then_newer(&["done w1.1 340", "end w1.1 ok 350"]);
         let verdict = check(&workers, &faults(&["freeze w1 130 260"]), &no_logs(), GRACE);
+        only_violation(&verdict, &["a silent overlap", "frozen 130..260"]);
+    }
+
+    #[test]
+    fn s2_a_frozen_holder_killed_soon_after_the_thaw_passes_untold() {
+        // Killed before it could be told: it relied on nothing after.
+        let workers = older_then_newer(&[]);
+        let verdict = check(
+            &workers,
+            &faults(&["freeze w1 130 260", "kill w1 340"]),
+            &no_logs(),
+            GRACE,
+        );
         assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+    }
+
+    #[test]
+    fn s2_a_freeze_after_the_holder_finished_excuses_nothing() {
+        // It finished (done) before the freeze; the newer one began before
+        // that: an overlap no freeze explains.
+        let workers = older_then_newer(&["done w1.1 305", "end w1.1 ok 350"]);
+        let verdict = check(&workers, &faults(&["freeze w1 306 320"]), &no_logs(), GRACE);
+        only_violation(&verdict, &["a silent overlap"]);
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //!     `acquired <fence>`, waits until a newer owner has written to the
 //!     fenced store (which needs its lease to have run out: the test freezes
 //!     it), then writes there itself and prints
-//!     `late-write accepted=<bool> held=<bool>`.
+//!     `late-write accepted=<bool> held=<bool> told=<bool>` (told: its
+//!     loss signal came, within 5 s of the write).
 //! lock_worker hold <url> <lock-key> <ttl-ms>
 //!     Takes the lock, prints `acquired <fence>`, and keeps it (renewed by
 //!     the watchdog) until killed, or for at most 60 s.
@@ -209,7 +210,7 @@ async fn add_one_locked(
 async fn write_late(
     key: &str,
     store: &mut MultiplexedConnection,
-) -> Result<(bool, bool), LockError> {
+) -> Result<(bool, bool, bool), LockError> {
     let Some(lock) = lock_runtime::current() else {
         return Err(LockError::Config("no lock in an annotated body".into()));
     };
@@ -234,7 +235,11 @@ async fn write_late(
         .arg(1)
         .invoke_async(store)
         .await?;
-    Ok((accepted == 1, lock.is_held()))
+    // Told of the loss: the signal, not only the lease's local validity.
+    let told = tokio::time::timeout(Duration::from_secs(5), lock.lost())
+        .await
+        .is_ok();
+    Ok((accepted == 1, lock.is_held(), told))
 }
 
 async fn victim(url: &str, key: &str) -> Result<(), String> {
@@ -250,8 +255,8 @@ async fn victim(url: &str, key: &str) -> Result<(), String> {
         .get_multiplexed_async_connection_with_config(&patient)
         .await
         .map_err(text)?;
-    let (accepted, held) = write_late(key, &mut store).await.map_err(text)?;
-    println!("late-write accepted={accepted} held={held}");
+    let (accepted, held, told) = write_late(key, &mut store).await.map_err(text)?;
+    println!("late-write accepted={accepted} held={held} told={told}");
     Ok(())
 }
 
