@@ -28,6 +28,16 @@ async fn slow_waiter(cluster: &RedisCluster) -> Locker {
     Locker::connect(config).await.unwrap()
 }
 
+/// A runtime of two workers, for tests that drive the cluster (which
+/// blocks) from the test's own thread.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The Redis key holding lock `name` (default prefix).
 fn lock_key(name: &str) -> String {
     format!("lock:{{{name}}}")
@@ -212,11 +222,7 @@ async fn locks_land_on_every_node_and_each_works() {
 #[test]
 fn exclusion_holds_while_the_slot_migrates() {
     let cluster = RedisCluster::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let name = "migrating";
     let slot = cluster.slot_of(&lock_key(name));
     let from = cluster.node_for_slot(slot);
@@ -270,11 +276,7 @@ fn exclusion_holds_while_the_slot_migrates() {
 #[test]
 fn a_held_lock_is_renewed_across_a_migration() {
     let cluster = RedisCluster::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let name = "held-through";
     let slot = cluster.slot_of(&lock_key(name));
     let from = cluster.node_for_slot(slot);
@@ -314,11 +316,7 @@ fn a_held_lock_is_renewed_across_a_migration() {
 #[test]
 fn locks_sharing_a_half_migrated_slot_stay_held() {
     let cluster = RedisCluster::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let first = "pair-0";
     let slot = cluster.slot_of(&lock_key(first));
     let second = (1..200_000)
@@ -424,11 +422,7 @@ async fn a_release_wakes_the_waiter_on_every_shard() {
 #[test]
 fn a_waiter_is_still_woken_after_its_slot_moved() {
     let cluster = RedisCluster::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let name = "moving-waiter";
     let channel = format!("{}:released", lock_key(name));
     let slot = cluster.slot_of(&lock_key(name));
@@ -551,11 +545,7 @@ async fn connect_fails_fast_when_no_node_answers() {
 #[test]
 fn a_frozen_node_loses_only_its_own_leases() {
     let cluster = RedisCluster::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     // The fixtures' 1 s response timeout, nearly the 1.2 s lease: each
     // slot's renewal is its own call, applied when it comes, so the frozen
     // node's timeout delays only its own lease (when a round was applied
