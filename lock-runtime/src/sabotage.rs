@@ -22,9 +22,6 @@ pub(crate) enum Sabotage {
     /// is dropped without a word, and a body's end does not check its
     /// lease: a holder that was frozen finishes its stale work untold.
     SilentAfterStall,
-    /// The plain acquire's fence joins `TIME`'s seconds and microseconds
-    /// as text, without padding the microseconds: fences go backwards.
-    UnpaddedFence,
 }
 
 /// The defect this process was started with, if any.
@@ -35,7 +32,6 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("blind-release") => Some(Sabotage::BlindRelease),
         Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
         Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
-        Ok("unpadded-fence") => Some(Sabotage::UnpaddedFence),
         _ => None,
     })
 }

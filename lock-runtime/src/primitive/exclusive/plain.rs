@@ -70,11 +70,6 @@ impl FromRedisValue for Answer {
         let [set, clock] = replies::<2>(&value)?;
         let [seconds, micros] = replies::<2>(clock)?;
         let (seconds, micros) = (number(seconds)?, number(micros)?);
-        #[cfg(feature = "sabotage")]
-        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::UnpaddedFence) {
-            let glued = format!("{seconds}{micros}").parse().unwrap_or(0);
-            return Ok(Answer(took(set)?.then_some(glued)));
-        }
         // The fence is the clock in microseconds.
         Ok(Answer(took(set)?.then(|| {
             seconds.saturating_mul(1_000_000).saturating_add(micros)
