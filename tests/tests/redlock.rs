@@ -906,6 +906,44 @@ async fn an_acquisition_dropped_in_its_retry_after_a_majority_was_down_leaves_no
     .await;
 }
 
+/// A short lease and a long one renewed in the same round, one master
+/// frozen and the long lease missing on another (that master missed its
+/// grant): the long lease stays undecided until the round's bound, but
+/// the short one, renewed by two masters, is not held back past its own
+/// validity and reported lost (the bound was the long lease's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_lease_renewed_by_a_majority_is_not_held_back_by_a_long_one() {
+    let masters = start_masters(3);
+    let locker = locker(&url_of(&masters)).await;
+    let long = locker
+        .lock("long")
+        .ttl(STALL_PROOF_TTL * 10)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| {
+        masters[2].cmd(&["DEL", &lock_tests::fixtures::lock_key("long")]);
+    });
+    let short = locker
+        .lock("short")
+        .ttl(STALL_PROOF_TTL)
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| masters[1].pause());
+    // Several of the short lease's renewal rounds.
+    tokio::time::sleep(STALL_PROOF_TTL * 3).await;
+    let stats = locker.stats();
+    tokio::task::block_in_place(|| masters[1].resume());
+    assert!(
+        short.is_held(),
+        "renewed by two masters of three, yet lost: {stats:?}"
+    );
+    assert_eq!(stats.lost, 0, "{stats:?}");
+    assert!(short.release().await.unwrap());
+    drop(long);
+}
+
 /// Two of three masters slow (not down) for a while: each round gets one
 /// grant of the two it needs, and is retried within the wait until the
 /// masters answer in time again (it used to fail at the first round).

@@ -508,9 +508,12 @@ pub(crate) async fn force_release(
 
 /// Renews a batch on every master at once, each on its watchdog
 /// connection; one answer per lease (see the module docs). Each master's
-/// call is bounded by a tenth of the *longest* lease of the batch: a short
-/// lease whose renewal takes longer is reported lost by its own deadline
-/// anyway, and a long one is not cut short by a short one's bound.
+/// call is bounded by a tenth of the *shortest* lease of the batch: the
+/// round answers once every lease is decided or that bound ends, so a
+/// longer bound would hold back a short lease that a majority renewed
+/// (while a long one waits for a slow master) past its own validity. A
+/// long lease left undecided by the shorter bound is renewed again soon,
+/// with most of its validity to spare.
 pub(crate) async fn renew(
     masters: &RedlockBackend,
     batch: &[Renewal<'_>],
@@ -518,8 +521,8 @@ pub(crate) async fn renew(
     let Some(first) = batch.first() else {
         return Ok(Vec::new());
     };
-    let longest = batch.iter().map(|renewal| renewal.ttl_ms).max();
-    let bound = masters.vote_bound(Duration::from_millis(longest.unwrap_or(u64::MAX)));
+    let shortest = batch.iter().map(|renewal| renewal.ttl_ms).min();
+    let bound = masters.vote_bound(Duration::from_millis(shortest.unwrap_or(u64::MAX)));
     let total = masters.len();
     let needed = quorum(total);
     let mut votes = RenewalVotes::new(total, batch.len());
