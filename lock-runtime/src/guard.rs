@@ -12,7 +12,7 @@ use crate::core::Core;
 use crate::error::LockError;
 use crate::handle::LockHandle;
 use crate::handover::Handover;
-use crate::lease::Lease;
+use crate::lease::{Lease, LeaseState};
 use crate::primitive::exclusive::{self, Passed};
 use crate::retry::retried_once;
 use crate::stats::Counters;
@@ -246,7 +246,9 @@ async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
         exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
     })
     .await?;
-    if deleted {
+    // A lock already reported lost (its hold cap, or a lease that ran out
+    // while its key lingered) is counted once, as lost.
+    if deleted && lease.state() != LeaseState::Lost {
         Counters::bump(&core.counters.released);
     }
     Ok(deleted)

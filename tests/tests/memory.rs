@@ -287,3 +287,28 @@ fn a_sweep_on_real_time_leaves_a_paused_runtimes_lock_alone() {
         assert!(guard.release().await.unwrap());
     });
 }
+
+/// A lock lost to its hold cap and then given back by its holder (as the
+/// attribute always does) is counted once, as lost, not also as released.
+#[tokio::test(start_paused = true)]
+async fn a_lock_lost_then_given_back_counts_as_lost_only() {
+    let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+    let guard = locker
+        .lock("capped")
+        .ttl(Duration::from_secs(3))
+        .max_hold(Duration::from_secs(5))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("told at the cap");
+    // The key is still ours on the store: the cap stops renewals only.
+    assert!(guard.release().await.unwrap());
+    let stats = locker.stats();
+    assert_eq!(
+        (stats.acquired, stats.lost, stats.released),
+        (1, 1, 0),
+        "{stats:?}"
+    );
+}
