@@ -413,6 +413,9 @@ impl LockConfig {
         if self.tls.is_set() && !cfg!(feature = "tls") {
             return Err(tls::tls_unsupported("a TLS certificate setting"));
         }
+        if self.tls.is_set() {
+            self.topology.check_tls_for_certificates()?;
+        }
         rules::check_prefix(&self.key_prefix)?;
         if let Some(label) = &self.holder_label {
             rules::check_holder_label(label)?;
@@ -578,6 +581,30 @@ mod tests {
             redact("redis+unix:///run/redis.sock?pass=secret"),
             "redis+unix:///run/redis.sock?***"
         );
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn certificates_need_every_server_reached_over_tls() {
+        let ca = || b"-----BEGIN CERTIFICATE-----\n".to_vec();
+        for plain in [
+            LockConfig::from_url("redis://h:1/"),
+            LockConfig::from_url("redis+cluster://h:1,h:2"),
+            LockConfig::from_url("redis+sentinel://h:1/mymaster"),
+            LockConfig::redlock(["rediss://h:1", "redis://h:2", "rediss://h:3"]),
+        ] {
+            let err = plain.unwrap().tls_root_ca(ca()).validate().unwrap_err();
+            assert!(err.to_string().contains("rediss://"), "{err}");
+        }
+        for tls in [
+            LockConfig::from_url("rediss://h:1/"),
+            LockConfig::from_url("rediss+cluster://h:1,h:2"),
+            LockConfig::redlock(["rediss://h:1", "rediss://h:2", "rediss://h:3"]),
+            Ok(LockConfig::in_memory()),
+        ] {
+            let config = tls.unwrap().tls_root_ca(ca());
+            assert!(config.validate().is_ok(), "{config:?}");
+        }
     }
 
     #[test]

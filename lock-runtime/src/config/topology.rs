@@ -131,6 +131,33 @@ impl Topology {
         }
     }
 
+    /// Certificates are set: every server must be reached over TLS, since
+    /// only the URL (`rediss://`) turns TLS on. Certificates beside a plain
+    /// URL would otherwise go unused without a word, and the traffic its
+    /// user meant to protect would go in clear text. (The in-memory store
+    /// has no network.)
+    pub(crate) fn check_tls_for_certificates(&self) -> Result<(), LockError> {
+        let servers: &[ConnectionInfo] = match self {
+            Topology::Memory(_) => return Ok(()),
+            Topology::Single(info) => std::slice::from_ref(info),
+            Topology::Cluster { nodes } => nodes,
+            // The master is reached as its sentinels are.
+            Topology::Sentinel { sentinels, .. } => sentinels,
+            Topology::Redlock { masters } => masters,
+        };
+        match servers
+            .iter()
+            .find(|server| !matches!(server.addr(), redis::ConnectionAddr::TcpTls { .. }))
+        {
+            Some(plain) => Err(LockError::config(format!(
+                "TLS certificates are set, but {} is reached without TLS: use a `rediss://` URL \
+                 (certificates never turn TLS on by themselves)",
+                plain.addr()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that `ack` is valid and that this topology has replicas to
     /// wait for: one server or Sentinel.
     pub(crate) fn check_replicas(&self, ack: super::ReplicaAck) -> Result<(), LockError> {
