@@ -117,7 +117,7 @@ impl Locker {
     /// What the servers know of lock `key` now (as a majority of masters
     /// knows it, on Redlock): whether it is held, by whom
     /// ([`LockConfig::holder_label`](crate::LockConfig::holder_label)),
-    /// with which fence, and for how long yet. Costs the locks nothing: it
+    /// whether someone waits for it, and for how long yet. Costs the locks nothing: it
     /// reads what every acquisition writes anyway. Returns within two
     /// bounded round trips.
     ///
