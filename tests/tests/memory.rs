@@ -139,10 +139,7 @@ async fn stores_are_separate_unless_shared() {
 
 #[test]
 fn outside_any_runtime_an_acquisition_is_a_config_error_not_a_panic() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime(false);
     let locker = runtime
         .block_on(Locker::connect(LockConfig::in_memory()))
         .unwrap();
@@ -156,10 +153,7 @@ fn outside_any_runtime_an_acquisition_is_a_config_error_not_a_panic() {
 
 #[test]
 fn outside_any_runtime_a_release_lets_go_without_a_panic() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime(false);
     let store = MemoryStore::new();
     let locker = runtime
         .block_on(Locker::connect(LockConfig::in_memory_store(&store)))
@@ -179,18 +173,12 @@ fn outside_any_runtime_a_release_lets_go_without_a_panic() {
 /// than never, while another locker may take the lock once it expires.
 #[test]
 fn a_guard_outliving_its_acquiring_runtime_is_told_of_its_loss() {
-    let later = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let later = runtime(false);
     let store = MemoryStore::new();
     let locker = later
         .block_on(Locker::connect(LockConfig::in_memory_store(&store)))
         .unwrap();
-    let acquiring = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let acquiring = runtime(false);
     let guard = acquiring
         .block_on(locker.lock("moved").ttl(Duration::from_secs(30)).acquire())
         .unwrap();
