@@ -40,6 +40,7 @@ use crate::lease::{FenceBasis, Grant, Lease};
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 use crate::retry;
 use crate::stats::Counters;
+use crate::telemetry;
 use crate::token::OwnerToken;
 use crate::validity;
 use crate::wait::{Backoff, Subscription, Turn};
@@ -342,6 +343,13 @@ impl<'a> Attempt<'a> {
             },
             fence_basis: handover.fence_basis,
         };
+        // Counted by the taker: a pass nobody takes is given back, a
+        // release and no hand-over.
+        Counters::bump(&self.core.counters.handovers);
+        if handover.in_process {
+            Counters::bump(&self.core.counters.handovers_in_process);
+        }
+        telemetry::handed_over(self.plan.template);
         handover.taken();
         Some(self.grant(won, started, true, true))
     }

@@ -16,7 +16,6 @@ use crate::lease::{Lease, LeaseState};
 use crate::primitive::exclusive::{self, Passed};
 use crate::retry::retried_once;
 use crate::stats::Counters;
-use crate::telemetry;
 use crate::token::OwnerToken;
 use crate::wait::Turn;
 use crate::watchdog::Watched;
@@ -184,8 +183,7 @@ async fn let_go(
             && let Some(handover) = Handover::in_process(lease, core, core.clock().now())
         {
             turn.pass(handover, None);
-            Counters::bump(&core.counters.handovers_in_process);
-            count_pass(core, lease);
+            Counters::bump(&core.counters.released);
             return Ok(true);
         }
         let mut handover = Handover::prepare(
@@ -208,7 +206,7 @@ async fn let_go(
             Ok(Passed::To { fence, marked }) => {
                 handover.passed(fence);
                 turn.pass(handover, Some(marked));
-                count_pass(core, lease);
+                Counters::bump(&core.counters.released);
                 return Ok(true);
             }
             Ok(Passed::NotOurs) => {
@@ -231,13 +229,6 @@ async fn let_go(
         turn.released();
     }
     release(core, lease).await
-}
-
-/// Counts a pass of `lease`'s lock: a release, and a hand-over.
-fn count_pass(core: &Core, lease: &Lease) {
-    Counters::bump(&core.counters.released);
-    Counters::bump(&core.counters.handovers);
-    telemetry::handed_over(lease.template);
 }
 
 /// Deletes `lease`'s lock if it is still ours; counts a deletion.

@@ -39,7 +39,9 @@ pub struct LockerStats {
     /// while still theirs; releasing a lock already lost does not count.
     pub released: u64,
     /// Of those, locks passed straight to the next task of this locker
-    /// waiting for the same key, without being freed on the server.
+    /// waiting for the same key, without being freed on the server;
+    /// counted when that task takes it (a pass whose taker has gone
+    /// is given back: a release, not a hand-over).
     pub handovers: u64,
     /// Of those, handovers made without a server call: the next task
     /// continued the same hold, with the next fence (see
