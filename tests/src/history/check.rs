@@ -94,6 +94,10 @@ pub struct Verdict {
     pub cuts_hit: usize,
     /// Replies the fault proxy dropped.
     pub dropped_replies: usize,
+    /// Server faults (freezes, restarts, failovers, migrations) during
+    /// which some section held its lock: a fault between two sections
+    /// tests only a reconnection.
+    pub server_faults_hit: usize,
     /// Locks passed to the next task of a worker without a server call, by
     /// the workers' own counters (a worker killed mid-run reports none):
     /// their sections are checked like every other.
@@ -108,7 +112,7 @@ impl Verdict {
         format!(
             "chaos: sections={} granted={} completed={} handoffs={} told={} stale_refused={} \
              accepted_writes={} freezes_hit={} kills_hit={} cuts_hit={} dropped_replies={} \
-             passed_in_process={} violations={}",
+             server_faults_hit={} passed_in_process={} violations={}",
             self.sections,
             self.granted,
             self.completed,
@@ -120,6 +124,7 @@ impl Verdict {
             self.kills_hit,
             self.cuts_hit,
             self.dropped_replies,
+            self.server_faults_hit,
             self.passed_in_process,
             self.violations.len(),
         )
@@ -162,6 +167,11 @@ impl Verdict {
                 "dropped replies",
             ),
             (
+                self.server_faults_hit,
+                minimums.server_faults_hit,
+                "server faults that hit a held section",
+            ),
+            (
                 self.passed_in_process,
                 minimums.passed_in_process,
                 "locks passed in process",
@@ -195,6 +205,8 @@ pub struct Minimums {
     pub cuts_hit: usize,
     /// [`Verdict::dropped_replies`].
     pub dropped_replies: usize,
+    /// [`Verdict::server_faults_hit`].
+    pub server_faults_hit: usize,
     /// [`Verdict::passed_in_process`].
     pub passed_in_process: usize,
 }
@@ -262,6 +274,10 @@ pub fn check(
             .iter()
             .filter(|f| matches!(f, Fault::DroppedReply { .. }))
             .count(),
+        server_faults_hit: faults_hit(faults, &sections, |fault, s| match fault {
+            Fault::Server { start, end, .. } => s.held_over(*start, *end),
+            _ => false,
+        }),
         // Not in the histories: the fleet adds the workers' counts.
         passed_in_process: 0,
         violations,
@@ -1027,6 +1043,8 @@ mod tests {
             kills_hit: 1,
             cuts_hit: 1,
             dropped_replies: 1,
+            // The failover at 600-650, while w3.1 held (frozen).
+            server_faults_hit: 1,
             passed_in_process: 0,
             violations: Vec::new(),
         };
@@ -1040,6 +1058,7 @@ mod tests {
             kills_hit: 1,
             cuts_hit: 1,
             dropped_replies: 1,
+            server_faults_hit: 1,
             passed_in_process: 0,
         };
         assert_eq!(verdict.shortfalls(&all_ones), Vec::<String>::new());
@@ -1047,7 +1066,7 @@ mod tests {
             verdict.summary(),
             "chaos: sections=8 granted=8 completed=5 handoffs=2 told=2 stale_refused=1 \
              accepted_writes=9 freezes_hit=1 kills_hit=1 cuts_hit=1 dropped_replies=1 \
-             passed_in_process=0 violations=0"
+             server_faults_hit=1 passed_in_process=0 violations=0"
         );
     }
 
