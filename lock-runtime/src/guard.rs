@@ -137,7 +137,10 @@ impl LockGuard {
         self.lease().mark_released();
         let mut turn = self.watched.take().and_then(Watched::end);
         let bound = self.core.config.two_calls_bound();
-        let landing = self.landing.take();
+        // Borrowed, not taken: if this future is dropped before the calls
+        // still in flight landed, the guard's drop waits for them, so that
+        // its release does not overtake an acquisition's late second step.
+        let landing = self.landing.as_ref();
         let (core, lease) = (self.core.clone(), self.lease().clone());
         // Only the in-memory store is used outside a runtime: its calls
         // never wait, and a timer would need a runtime.
@@ -170,7 +173,7 @@ impl LockGuard {
 async fn let_go(
     core: &Core,
     lease: &Lease,
-    landing: Option<Landing>,
+    landing: Option<&Landing>,
     turn: &mut Option<Turn>,
 ) -> Result<bool, LockError> {
     if let Some(landing) = landing {
@@ -255,7 +258,7 @@ impl Drop for LockGuard {
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
-            if let Err(err) = let_go(&core, &lease, landing, &mut turn).await {
+            if let Err(err) = let_go(&core, &lease, landing.as_ref(), &mut turn).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
             // The next in line takes the lock passed to it, or tries once

@@ -300,3 +300,109 @@ async fn a_lock_lost_then_given_back_counts_as_lost_only() {
         "{stats:?}"
     );
 }
+
+/// A runtime that ends while a task of it holds a
+/// lock (and another of its tasks waits in line for it) leaves nothing
+/// held in the store: the guard's drop (and the untaken hand-over's) let
+/// go at once.
+#[test]
+fn a_runtime_ending_with_a_holder_and_a_waiter_leaves_nothing_held() {
+    for paused in [false, true] {
+        let store = MemoryStore::new();
+        let ending = runtime(paused);
+        let locker = ending
+            .block_on(Locker::connect(LockConfig::in_memory_store(&store)))
+            .unwrap();
+        ending.block_on(async {
+            let (held, acquired) = tokio::sync::oneshot::channel();
+            let holder = locker.clone();
+            tokio::spawn(async move {
+                let guard = holder
+                    .lock("kept")
+                    .ttl(Duration::from_secs(30))
+                    .acquire()
+                    .await;
+                let _ = held.send(());
+                let _guard = guard;
+                std::future::pending::<()>().await;
+            });
+            acquired.await.unwrap();
+            let waiter = locker.clone();
+            tokio::spawn(async move {
+                let _ = waiter
+                    .lock("kept")
+                    .wait(Duration::from_secs(600))
+                    .acquire()
+                    .await;
+            });
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+        });
+        drop(ending);
+        assert_eq!(store.holders(), Vec::new(), "paused: {paused}");
+    }
+}
+
+/// Waiters of one locker cancelled at every stage
+/// (queued for their turn, subscribed, just handed the lock) while the
+/// lock is passed along the line: afterwards nothing is held, nobody is
+/// listed as waiting, and the lock is free at once.
+#[tokio::test(start_paused = true)]
+async fn waiters_cancelled_along_a_passing_line_leave_nothing_behind() {
+    let store = MemoryStore::new();
+    let config = LockConfig::in_memory_store(&store);
+    let (ours, theirs) = (
+        Locker::connect(config.clone()).await.unwrap(),
+        Locker::connect(config).await.unwrap(),
+    );
+    let first = ours
+        .lock("hot")
+        .ttl(Duration::from_secs(9))
+        .acquire()
+        .await
+        .unwrap();
+    // Another locker waits too, so that the line's subscription matters.
+    let outside = {
+        let theirs = theirs.clone();
+        tokio::spawn(async move {
+            let request = theirs.lock("hot").wait(Duration::from_secs(3600));
+            let guard = request.acquire().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            guard.release().await.unwrap();
+        })
+    };
+    let mut tasks = Vec::new();
+    for n in 0..60u64 {
+        let ours = ours.clone();
+        tasks.push(tokio::spawn(async move {
+            let request = ours
+                .lock("hot")
+                .ttl(Duration::from_secs(9))
+                .wait(Duration::from_secs(3600));
+            // Cut after 0..=19 ms: some in line, some holding.
+            let cut = Duration::from_millis(n % 20);
+            if let Ok(Ok(guard)) = tokio::time::timeout(cut, request.acquire()).await {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                if n % 3 == 0 {
+                    drop(guard);
+                } else {
+                    let _ = guard.release().await;
+                }
+            }
+        }));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    drop(first);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(60), outside)
+        .await
+        .expect("the other locker's waiter got the lock")
+        .unwrap();
+    assert_eq!(store.waiting("hot"), 0);
+    assert_eq!(store.holders(), Vec::new());
+    let again = ours.lock("hot").try_acquire().await.unwrap();
+    assert!(again.is_some(), "free at once");
+}

@@ -67,7 +67,7 @@ impl Drop for InFlight {
 impl Landing {
     /// Waits until every call that carried the operation's [`InFlight`]
     /// ended.
-    pub(crate) async fn landed(self) {
+    pub(crate) async fn landed(&self) {
         while self.0.carried.load(Ordering::Acquire) > 0 {
             self.0.ended.notified().await;
         }
