@@ -1077,3 +1077,68 @@ async fn an_annotated_call_cut_during_its_release_leaves_nothing_held() {
         lock_tests::fixtures::pttl(&masters[2], &key)
     );
 }
+
+/// A renewal that reaches a master which came back empty seeds its counter
+/// from the master's clock, as a grant would. Set to the renewed lock's own
+/// fence instead, a long-held lock with an old fence (a leader lock) would
+/// drag the counters of two masters, restarted one after the other (each
+/// quarantine waited out), back below fences already handed out for
+/// another key, and the next owner of that key would get a lower fence
+/// with every clock in agreement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_on_a_restarted_master_seeds_its_counter_from_its_clock() {
+    let mut masters = start_masters(3);
+    let url = url_of(&masters);
+    let ttl = Duration::from_secs(2);
+    let config = || config(&url).default_ttl(ttl).restart_quarantine(ttl);
+    let holder = Locker::connect(config()).await.unwrap();
+    let other = Locker::connect(config()).await.unwrap();
+    let fence_key = "lock:fence-counter";
+    let counter = |master: &RedisServer| master.int(&["GET", fence_key]) as u64;
+
+    // A long-held lock (renewed by the watchdog), with an early fence.
+    let leader = holder.lock("leader").ttl(ttl).acquire().await.unwrap();
+    let old = leader.fence();
+    // Another key changes hands a few times: its fences rise past `old`.
+    let mut last = 0;
+    for _ in 0..20 {
+        let guard = other.lock("orders").ttl(ttl).acquire().await.unwrap();
+        assert!(guard.fence() > last);
+        last = guard.fence();
+        guard.release().await.unwrap();
+    }
+    assert!(last > old + 10, "orders at {last}, leader at {old}");
+
+    // Master 0 restarts empty; the leader's next renewal sets its counter.
+    tokio::task::block_in_place(|| masters[0].restart());
+    eventually("a renewal reaches restarted master 0", || {
+        counter(&masters[0]) != 0
+    })
+    .await;
+    // Its quarantine passes (the leader is still held by masters 1 and 2).
+    tokio::time::sleep(ttl + Duration::from_secs(2)).await;
+    // Then master 1 restarts empty; the renewal (which now finds the leader
+    // gone on a majority) sets its counter as well.
+    tokio::task::block_in_place(|| masters[1].restart());
+    eventually("a renewal reaches restarted master 1", || {
+        counter(&masters[1]) != 0
+    })
+    .await;
+    tokio::time::sleep(ttl + Duration::from_secs(2)).await;
+    drop(leader);
+    // A minority down, as Redlock allows.
+    tokio::task::block_in_place(|| masters[2].kill());
+
+    let next = other
+        .lock("orders")
+        .ttl(ttl)
+        .wait(Duration::from_secs(10))
+        .acquire()
+        .await
+        .unwrap();
+    assert!(
+        next.fence() > last,
+        "the next owner of `orders` got fence {} after {last} (leader's: {old})",
+        next.fence()
+    );
+}

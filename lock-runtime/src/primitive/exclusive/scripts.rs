@@ -353,7 +353,10 @@ return {1, fence, left}
 /// Redlock, after a majority granted: confirms the lock is still ours on
 /// this master and raises its counter to the fence handed out (the highest
 /// of the majority's), so that any later majority, which shares a master
-/// with this one, counts on from there.
+/// with this one, counts on from there. A counter below [`SEEDED`] (the
+/// master came back empty since it granted) is first seeded from the
+/// master's clock, as [`ACQUIRE_COUNTED`] seeds it: raised to this one
+/// fence alone, it would stay below others handed out for other keys.
 ///
 /// `KEYS[1]` lock, `KEYS[2]` counter; `ARGV[1]` owner token, `ARGV[2]` fence.
 /// Returns 1 when the lock is ours (and the counter is now at least the
@@ -365,8 +368,14 @@ local held = redis.call('GET', KEYS[1])
 if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
     return 0
 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then
-    redis.call('SET', KEYS[2], ARGV[2])
+local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
+local highest = tonumber(ARGV[2])
+if counter < 1000000000000000 then
+    local now = redis.call('TIME')
+    highest = math.max(highest, tonumber(now[1] .. string.format('%06d', now[2])))
+end
+if counter < highest then
+    redis.call('SET', KEYS[2], string.format('%.0f', highest))
 end
 return 1
 "#,
@@ -376,7 +385,11 @@ return 1
 /// Redlock's renewal batch: [`EXTEND`], and the master's counter raised to
 /// every fence of the batch, whether or not this master still holds that
 /// lock. Raising is always safe (the fence was handed out, so the counter
-/// only catches up with it) and repairs a master that came back empty.
+/// only catches up with it). A master that came back empty (a counter
+/// below [`SEEDED`]) is first seeded from its clock, as a grant would seed
+/// it: the batch's fences alone may be older than fences handed out since
+/// for other keys (a leader lock held for days), and a counter set to them
+/// would hand out lower fences again.
 ///
 /// `KEYS[1]` counter, `KEYS[i+1]` lock i; `ARGV[3i-2]` owner token,
 /// `ARGV[3i-1]` ttl in ms, `ARGV[3i]` fence.
@@ -387,6 +400,10 @@ pub(crate) static EXTEND_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
 local renewed = {}
 local counter = tonumber(redis.call('GET', KEYS[1]) or '0')
 local highest = counter
+if counter < 1000000000000000 then
+    local now = redis.call('TIME')
+    highest = tonumber(now[1] .. string.format('%06d', now[2]))
+end
 for i = 2, #KEYS do
     local at = 3 * (i - 1)
     local fence = tonumber(ARGV[at])
