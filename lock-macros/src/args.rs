@@ -233,13 +233,13 @@ fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
         ));
     }
     // The runtime's shortest lease (`config::rules::MIN_TTL`): a shorter
-    // one leaves no time to use the lock after the clock-drift allowance
-    // (ttl/100 + 2 ms) and the reaction margin (ttl/20). Redis takes whole
-    // milliseconds, so 2.9ms counts as 2ms.
-    if ttl.nanos / 1_000_000 < 3 {
+    // one leaves too little time, after the clock-drift allowance (ttl/100
+    // + 2 ms) and the reaction margin (ttl/20), to use the lock and renew
+    // it. Redis takes whole milliseconds, so 9.9ms counts as 9ms.
+    if ttl.nanos / 1_000_000 < 10 {
         return Err(syn::Error::new(
             lit.span(),
-            "`ttl` must be at least 3ms: a shorter lease leaves no time to use the lock after the clock-drift allowance (ttl/100 + 2ms) and the reaction margin (ttl/20)",
+            "`ttl` must be at least 10ms: a shorter lease leaves too little time, after the clock-drift allowance (ttl/100 + 2ms) and the reaction margin (ttl/20), to use the lock and renew it",
         ));
     }
     Ok(ttl)

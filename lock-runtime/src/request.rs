@@ -44,7 +44,7 @@ impl LockRequest {
 
     /// Lease length (default: the config's `default_ttl`). With the watchdog
     /// on, it bounds how long a crashed owner can block others; with it off,
-    /// it is how long the lock lasts. At least 3 ms (see
+    /// it is how long the lock lasts. At least 10 ms (see
     /// [`LockError::Config`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);

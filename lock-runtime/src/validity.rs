@@ -43,16 +43,30 @@ pub(crate) fn reaction_margin(ttl: Duration) -> Duration {
     base_margin(ttl) + recent_stall().min(ttl / 4)
 }
 
-/// How much of a lease of `ttl` is usable on a machine that never stalls.
-pub(crate) fn usable(ttl: Duration) -> Duration {
-    ttl.saturating_sub(drift(ttl) + base_margin(ttl))
-}
-
 /// Until when a lease of `ttl` whose request was sent at `sent_at` can be
 /// trusted (on the [`crate::clock`] clock).
 pub(crate) fn validity_end(sent_at: Instant, ttl: Duration) -> Instant {
-    sent_at + ttl.saturating_sub(drift(ttl) + reaction_margin(ttl))
+    sent_at + trusted_for(ttl)
 }
+
+/// How long after its request was sent a lease of `ttl` can be trusted,
+/// with the margin as it is now.
+pub(crate) fn trusted_for(ttl: Duration) -> Duration {
+    ttl.saturating_sub(drift(ttl) + reaction_margin(ttl))
+}
+
+/// How often the watchdog renews a lease of `ttl`: every third of it, or,
+/// for a lease of a few milliseconds whose drift allowance leaves less than
+/// two thirds of it to trust, twice within what is left, so that every
+/// renewal is sent while the lease is still trusted.
+pub(crate) fn renewal_interval(ttl: Duration) -> Duration {
+    (ttl / 3).min(trusted_for(ttl) / 2)
+}
+
+/// Held by the tests that write the process-wide stall record, so that
+/// none of them reads what another wrote.
+#[cfg(test)]
+pub(crate) static STALL_RECORD_IN_USE: Mutex<()> = Mutex::new(());
 
 /// The longest stall observed in the last minute, in nanoseconds; read on
 /// every grant and renewal, so it is a plain atomic.
@@ -90,10 +104,34 @@ pub(crate) fn observe_lateness(planned: Instant, now: Instant) {
 mod tests {
     use super::*;
 
+    /// How much of a lease of `ttl` is usable on a machine that never stalls.
+    fn usable(ttl: Duration) -> Duration {
+        ttl.saturating_sub(drift(ttl) + base_margin(ttl))
+    }
+
     #[test]
     fn validity_is_ttl_minus_drift_and_margin_from_the_send() {
         let ttl = Duration::from_secs(3);
         assert_eq!(usable(ttl), Duration::from_millis(3000 - 30 - 2 - 150));
+    }
+
+    #[test]
+    fn every_renewal_of_an_accepted_lease_is_sent_while_it_is_trusted() {
+        for ms in (3..=40).chain([100, 1_000, 30_000, 3_600_000]) {
+            let ttl = Duration::from_millis(ms);
+            let every = renewal_interval(ttl);
+            assert!(every > Duration::ZERO, "{ttl:?}");
+            assert!(every < trusted_for(ttl), "{ttl:?}: every {every:?}");
+            assert!(every <= ttl / 3, "{ttl:?}");
+        }
+        // From about 8 ms on, a third of the lease.
+        assert_eq!(
+            renewal_interval(Duration::from_secs(3)),
+            Duration::from_secs(1)
+        );
+        // The shortest lease: at most 0.82 ms to trust, renewed twice in it.
+        let shortest = Duration::from_millis(3);
+        assert!(renewal_interval(shortest) <= usable(shortest) / 2);
     }
 
     #[test]
@@ -106,6 +144,9 @@ mod tests {
     // file races with it.
     #[test]
     fn stalls_widen_the_margin_for_a_minute_up_to_a_quarter_of_the_lease() {
+        let _record = STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let ttl = Duration::from_secs(1);
         let start = Instant::now();
         observe_lateness(start, start + Duration::from_micros(300));

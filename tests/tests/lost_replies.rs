@@ -117,7 +117,7 @@ async fn a_grant_that_arrives_after_its_lease_could_have_ended_is_not_handed_out
     );
 }
 
-/// Every grant comes back after its (3 ms) lease could have run out: each
+/// Every grant comes back after its (10 ms) lease could have run out: each
 /// is given back, and the next try waits a backoff step instead of asking
 /// again at once (it used to ask about once per round trip until its wait
 /// ran out).
@@ -127,15 +127,15 @@ async fn grants_that_arrive_too_late_are_given_back_and_retried_after_a_pause() 
     let proxy = FaultProxy::start(server.port());
     let config = lock_tests::fixtures::config(&proxy.url()).pool_size(1);
     let locker = Locker::connect(config).await.unwrap();
-    // Load the scripts, then slow the path: a round trip of 2 ms is longer
-    // than the 0.8 ms a 3 ms lease can be trusted for.
+    // Load the scripts, then slow the path: a round trip of 10 ms is longer
+    // than the 7.4 ms (at most) a 10 ms lease can be trusted for.
     drop(locker.lock("warm").acquire().await.unwrap());
-    proxy.set_latency(Duration::from_millis(1));
+    proxy.set_latency(Duration::from_millis(5));
     let before = command_calls(&server, "evalsha");
     let wait = Duration::from_millis(400);
     let refused = locker
         .lock("late")
-        .ttl(Duration::from_millis(3))
+        .ttl(Duration::from_millis(10))
         .wait(wait)
         .acquire()
         .await

@@ -406,3 +406,25 @@ async fn waiters_cancelled_along_a_passing_line_leave_nothing_behind() {
     let again = ours.lock("hot").try_acquire().await.unwrap();
     assert!(again.is_some(), "free at once");
 }
+
+/// The shortest lease accepted (10 ms: 4.9 to 7.4 ms to trust after the
+/// drift allowance and the reaction margin), renewed by the watchdog on a
+/// store that answers at once: every renewal is sent while the lease is
+/// still trusted, so it is kept. (A 3 ms lease, the shortest accepted
+/// before, was reported lost before its first renewal was due.)
+#[tokio::test(start_paused = true)]
+async fn the_shortest_lease_accepted_is_kept_by_the_watchdog() {
+    let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+    let guard = locker
+        .lock("tiny")
+        .ttl(Duration::from_millis(10))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let stats = locker.stats();
+    assert!(guard.is_held(), "lost: {stats:?}");
+    // Every 3.3 ms, on a timer of millisecond grain.
+    assert!(stats.renewed >= 5, "{stats:?}");
+    assert!(guard.release().await.unwrap());
+}

@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use crate::error::LockError;
 
-/// Shortest lease accepted: the shortest whole-millisecond lease that
-/// leaves any time to use the lock after the drift allowance and the
-/// reaction margin are taken off (see [`crate::validity`]). The attribute
-/// rejects a shorter literal `ttl` at compile time with the same bound.
-pub(crate) const MIN_TTL: Duration = Duration::from_millis(3);
+/// Shortest lease accepted: one the watchdog can keep. After the drift
+/// allowance and the reaction margin (see [`crate::validity`]) a 10 ms lease
+/// is trusted for 4.9 to 7.4 ms, and its renewal, due after 2.5 to 3.3 ms
+/// on a timer of millisecond grain, lands within that. A 3 ms lease, the
+/// shortest with any time left, is trusted for under a millisecond: no
+/// renewal can be timed inside it. The attribute rejects a shorter literal
+/// `ttl` at compile time with the same bound.
+pub(crate) const MIN_TTL: Duration = Duration::from_millis(10);
 
 /// Longest lease accepted. A lease is a crash bound: one longer than a
 /// year is a mistake (and would overflow clock arithmetic long before Redis).
@@ -21,10 +24,10 @@ pub(crate) const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// lease is judged as it will be sent.
 pub(crate) fn check_ttl(ttl: Duration, what: impl std::fmt::Display) -> Result<(), LockError> {
     let sent = Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-    if crate::validity::usable(sent).is_zero() {
+    if sent < MIN_TTL {
         return Err(LockError::config(format!(
-            "{what} is {ttl:?}; it must be at least {MIN_TTL:?}: a shorter lease leaves no time to use the lock \
-             after the clock-drift allowance (ttl/100 + 2 ms) and the reaction margin (ttl/20)"
+            "{what} is {ttl:?}; it must be at least {MIN_TTL:?}: a shorter lease leaves too little time, after the \
+             clock-drift allowance (ttl/100 + 2 ms) and the reaction margin (ttl/20), to use the lock and renew it"
         )));
     }
     if ttl > MAX_TTL {
@@ -205,9 +208,10 @@ mod tests {
 
     #[test]
     fn ttls_are_judged_as_sent() {
-        assert!(check_ttl(Duration::from_millis(3), "ttl").is_ok());
-        // 2.9 ms is sent as 2 ms.
-        assert!(check_ttl(Duration::from_micros(2_900), "ttl").is_err());
+        assert!(check_ttl(Duration::from_millis(10), "ttl").is_ok());
+        // 10.9 ms is sent as 10 ms, 9.9 ms as 9 ms.
+        assert!(check_ttl(Duration::from_micros(10_900), "ttl").is_ok());
+        assert!(check_ttl(Duration::from_micros(9_900), "ttl").is_err());
         assert!(check_ttl(Duration::ZERO, "ttl").is_err());
         assert!(check_ttl(MAX_TTL, "ttl").is_ok());
         assert!(check_ttl(MAX_TTL + Duration::from_secs(1), "ttl").is_err());
@@ -257,10 +261,15 @@ mod tests {
     }
 
     #[test]
-    fn the_shortest_lease_is_the_first_with_time_to_use_it() {
-        let usable = |ttl| crate::validity::usable(ttl) > Duration::ZERO;
-        assert!(usable(MIN_TTL));
-        assert!(!usable(MIN_TTL - Duration::from_millis(1)));
+    fn the_shortest_lease_can_be_renewed_in_time() {
+        use crate::validity::{renewal_interval, trusted_for};
+        // Its renewal, due on a timer of millisecond grain, is sent while
+        // it is trusted, with a millisecond left for the answer.
+        let timer_grain = Duration::from_millis(1);
+        assert!(renewal_interval(MIN_TTL) + 2 * timer_grain < trusted_for(MIN_TTL));
+        assert!(check_ttl(MIN_TTL, "ttl").is_ok());
+        assert!(check_ttl(MIN_TTL - Duration::from_micros(1), "ttl").is_err());
+        assert!(check_ttl(Duration::from_millis(3), "ttl").is_err());
     }
 
     #[test]

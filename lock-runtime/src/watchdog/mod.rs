@@ -281,20 +281,25 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
             Counters::bump(&counters.renewal_calls);
             in_flight.spawn(renew_batch(backend.clone(), batch, clock));
         }
-        tokio::select! {
-            () = shared.wake.notified() => {}
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                if let Ok(outcome) = done {
-                    apply(&shared, outcome, &counters);
-                }
+        let answered = tokio::select! {
+            () = shared.wake.notified() => None,
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => done.ok(),
+            () = sleep_until(clock, wake_at) => None,
+        };
+        // However the task woke, running after its planned wake-up means
+        // its thread was stalled that long: a new lease's notice or a
+        // renewal's answer may be what woke it after the stall. Measured
+        // before any work of this turn.
+        if let Some(planned) = wake_at
+            && clock.shows_stalls()
+        {
+            let now = clock.now();
+            if now > planned {
+                validity::observe_lateness(planned, now);
             }
-            () = sleep_until(clock, wake_at) => {
-                if let Some(planned) = wake_at
-                    && clock.shows_stalls()
-                {
-                    validity::observe_lateness(planned, clock.now());
-                }
-            }
+        }
+        if let Some(outcome) = answered {
+            apply(&shared, outcome, &counters);
         }
     }
 }
@@ -402,5 +407,81 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
         templates: batch.iter().map(|lease| lease.template).collect(),
         sent_at,
         result,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::NodeBackend;
+    use crate::backend::memory::MemoryBackend;
+    use crate::keys::LockKeys;
+    use crate::lease::{FenceBasis, Grant};
+    use crate::memory::MemoryStore;
+    use crate::token::OwnerToken;
+
+    fn lease(id: u64, ttl: Duration) -> Arc<Lease> {
+        let now = Clock::Boot.now();
+        Arc::new(Lease::new(Grant {
+            id,
+            keys: LockKeys::new("lock:", &format!("stalled{id}")).unwrap(),
+            token: OwnerToken::random("test"),
+            fence: id,
+            ttl,
+            route: crate::backend::Route::pooled(0),
+            sent_at: now,
+            granted_at: now,
+            fence_basis: FenceBasis::issued_now(id),
+            clock: Clock::Boot,
+            max_hold: None,
+            template: "k",
+        }))
+    }
+
+    /// The task is asleep on its sample timer when its thread stalls; right
+    /// after the stall a lease due sooner than anything planned wakes it
+    /// through its notice, not its timer: the stall is recorded all the same.
+    #[test]
+    fn a_stall_is_recorded_whatever_wakes_the_watchdog_after_it() {
+        let _record = validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = MemoryStore::new();
+        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
+        let mut missed = Vec::new();
+        runtime.block_on(async {
+            let watchdog = Watchdog::start(
+                &tokio::runtime::Handle::current(),
+                backend,
+                Arc::new(Counters::default()),
+                Clock::Boot,
+            );
+            // A fixed lease with a far end: the task samples every 100 ms.
+            let held = lease(1, Duration::from_secs(600));
+            watchdog.watch(held.clone(), false, held.confirmed_at(), None);
+            for trial in 0..3u64 {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                // The thread stalls: its runtime is blocked.
+                let stall = Duration::from_millis(300 + 200 * trial);
+                std::thread::sleep(stall);
+                let sooner = lease(100 + trial, Duration::from_secs(60));
+                watchdog.watch(sooner.clone(), false, sooner.confirmed_at(), None);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // The sample was due at most 100 ms before the stall ended.
+                let recorded = validity::recent_stall();
+                if recorded + Duration::from_millis(110) < stall {
+                    missed.push((stall, recorded));
+                }
+                watchdog.forget(sooner.id);
+            }
+        });
+        assert!(
+            missed.is_empty(),
+            "stalls not recorded (stall, longest recorded): {missed:?}"
+        );
     }
 }

@@ -88,7 +88,7 @@ impl Schedule {
         turn: Option<Turn>,
     ) -> Instant {
         let id = lease.id;
-        let renew_every = lease.ttl / 3;
+        let renew_every = crate::validity::renewal_interval(lease.ttl);
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
         // the first renewal is simply due sooner (or at once).

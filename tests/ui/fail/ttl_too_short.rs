@@ -1,7 +1,8 @@
 use lock_runtime::{distributed_lock, LockError};
 
-// 2.9 ms is sent as 2 ms: no time left after the drift and reaction margins.
-#[distributed_lock(key = "stock:<id>", ttl = "2900us")]
+// 9.9 ms is sent as 9 ms: too little time left after the drift and
+// reaction margins to renew the lease.
+#[distributed_lock(key = "stock:<id>", ttl = "9900us")]
 async fn deduct(id: u64) -> Result<(), LockError> {
     Ok(())
 }
