@@ -73,6 +73,9 @@ pub(crate) struct Attempt<'a> {
     /// lost.
     turn: Option<Turn>,
     armed: bool,
+    /// Found the lock busy (or queued behind this locker's other tasks)
+    /// at least once: counted as contended however the attempt ends.
+    contended: bool,
 }
 
 impl<'a> Attempt<'a> {
@@ -97,6 +100,7 @@ impl<'a> Attempt<'a> {
             landing,
             turn: None,
             armed: false,
+            contended: false,
         }
     }
 
@@ -108,11 +112,16 @@ impl<'a> Attempt<'a> {
             .wait
             .saturating_add(replicas)
             .saturating_add(self.core.config.two_calls_bound());
-        match tokio::time::timeout(bound, self.attempt()).await {
+        let result = match tokio::time::timeout(bound, self.attempt()).await {
             Ok(result) => result,
             // Still armed if a try was in flight: the drop cleans up.
             Err(_) => Err(LockError::redis_timeout("acquire", bound)),
+        };
+        // A grant counted itself; a wait that ran out on a busy lock too.
+        if self.contended && matches!(result, Err(LockError::Timeout { .. })) {
+            Counters::bump(&self.core.counters.contended);
         }
+        result
     }
 
     async fn attempt(&mut self) -> Result<LockGuard, LockError> {
@@ -122,12 +131,11 @@ impl<'a> Attempt<'a> {
         let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
         // An acquisition that may wait takes its turn among this locker's
         // tasks for the key first (see `Turns`); one that tries once does not.
-        let mut contended = false;
         // After holding back for a waiter outside: whether its release was
         // heard meanwhile (it took the lock and let go already).
         let mut held_back = None;
         if !self.plan.wait.is_zero() {
-            contended = self.take_turn(self.plan.wait, started).await?;
+            self.contended = self.take_turn(self.plan.wait, started).await?;
             if let Some(guard) = self.take_handover(started).await {
                 return Ok(guard);
             }
@@ -143,7 +151,7 @@ impl<'a> Attempt<'a> {
             if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
             }
-            let (sent_at, reply) = self.send(!contended).await?;
+            let (sent_at, reply) = self.send(!self.contended).await?;
             if let Some(heard) = held_back.take()
                 && let Some(turn) = self.turn.as_mut()
             {
@@ -155,7 +163,7 @@ impl<'a> Attempt<'a> {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
                         let won = Won::from_server(fence, sent_at);
-                        return Ok(self.grant(won, started, contended, false));
+                        return Ok(self.grant(won, started, self.contended, false));
                     }
                     // The answer came after the lease could have run out, so
                     // the lock may already be someone else's: give it back,
@@ -193,7 +201,7 @@ impl<'a> Attempt<'a> {
                 }
                 AcquireReply::Busy { pttl, sightings } => (pttl, sightings),
             };
-            contended = true;
+            self.contended = true;
             if left.is_zero() {
                 return Err(self.timeout(started));
             }
@@ -309,6 +317,8 @@ impl<'a> Attempt<'a> {
     async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<bool, LockError> {
         let key = self.plan.keys.lock();
         let Some(turn) = self.core.turns.wait_turn(key, wait).await else {
+            // Behind this locker's other tasks for the whole wait.
+            self.contended = true;
             return Err(self.timeout(started));
         };
         let queued = turn.was_queued();

@@ -13,6 +13,7 @@ use crate::error::LockError;
 use crate::handle::LockHandle;
 use crate::handover::Handover;
 use crate::lease::{Lease, LeaseState};
+use crate::lost;
 use crate::primitive::exclusive::{self, Passed};
 use crate::retry::retried_once;
 use crate::stats::Counters;
@@ -214,6 +215,7 @@ async fn let_go(
             }
             Ok(Passed::NotOurs) => {
                 handover.void();
+                lost::found_gone_at_release(lease, &core.counters);
                 return Ok(false);
             }
             // Unknown whether it passed: release the taker's token, and
@@ -236,13 +238,20 @@ async fn let_go(
 
 /// Deletes `lease`'s lock if it is still ours; counts a deletion.
 async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
+    let mut calls = 0;
     let deleted = retried_once("release", || {
+        calls += 1;
         exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
     })
     .await?;
     // A lock already reported lost (its hold cap, or a lease that ran out
-    // while its key lingered) is counted once, as lost.
-    if deleted && lease.state() != LeaseState::Lost {
+    // while its key lingered) is counted once, as lost. One found gone is
+    // counted lost now, unless the answer is a retry's: the first call,
+    // whose connection broke, may have deleted it.
+    let found_gone = !deleted && calls == 1;
+    if found_gone {
+        lost::found_gone_at_release(lease, &core.counters);
+    } else if lease.state() != LeaseState::Lost {
         Counters::bump(&core.counters.released);
     }
     Ok(deleted)

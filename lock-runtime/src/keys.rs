@@ -43,6 +43,12 @@ const COUNTER: &str = "fence-counter";
 /// What follows the prefix in the name of Redlock's up mark.
 const UP_MARK: &str = "up-for";
 
+/// The lock name a release channel `<prefix>{<escaped name>}:released` is
+/// for; None for any other channel.
+pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
+    hash_tag::name_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
+}
+
 impl LockKeys {
     /// The keys of lock `name` under `prefix` (already validated).
     pub(crate) fn new(prefix: &str, name: &str) -> Result<Self, LockError> {

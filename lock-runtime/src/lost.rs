@@ -63,6 +63,10 @@ pub(crate) enum Cause {
     /// Its watchdog ended with the runtime it ran on (an in-memory store's
     /// lease kept past the runtime that acquired it): nothing renews it.
     Unwatched,
+    /// Its holder released it and found it gone (expired, deleted by an
+    /// operator, or taken over) before the watchdog had seen it: nobody is
+    /// told any more, but it is counted and logged as a loss.
+    GoneAtRelease,
 }
 
 impl Cause {
@@ -75,6 +79,7 @@ impl Cause {
             Cause::Lapsed => "lapsed",
             Cause::HoldCap => "hold_cap",
             Cause::Unwatched => "unwatched",
+            Cause::GoneAtRelease => "gone_at_release",
         }
     }
 
@@ -86,6 +91,9 @@ impl Cause {
             Cause::Lapsed => "the process ran past its lease (paused or starved)",
             Cause::HoldCap => "it was held for its whole hold cap (max_hold)",
             Cause::Unwatched => "the runtime that acquired it shut down, and its watchdog with it",
+            Cause::GoneAtRelease => {
+                "it was gone when its holder released it (expired, deleted or taken over)"
+            }
         }
     }
 }
@@ -99,16 +107,31 @@ pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
         }
     };
     if lease.leave_held(LeaseState::Lost, account) {
-        crate::telemetry::loss(lease.template, cause.label());
-        tracing::warn!(
-            parent: &lease.span,
-            key = lease.keys.name(),
-            fence = lease.fence,
-            cause = cause.label(),
-            reason = cause.describe(),
-            "lock lost"
-        );
+        report(lease, cause);
     }
+}
+
+/// Counts and reports `lease`'s lock found gone by its holder's release
+/// (which answered `Ok(false)`), unless a loss was declared already: a
+/// lock that was acquired ends either released or lost.
+pub(crate) fn found_gone_at_release(lease: &Lease, counters: &Counters) {
+    if lease.state() != LeaseState::Lost {
+        Counters::bump(&counters.lost);
+        report(lease, Cause::GoneAtRelease);
+    }
+}
+
+/// The loss's metric and its warning, in the hold's span.
+fn report(lease: &Lease, cause: Cause) {
+    crate::telemetry::loss(lease.template, cause.label());
+    tracing::warn!(
+        parent: &lease.span,
+        key = lease.keys.name(),
+        fence = lease.fence,
+        cause = cause.label(),
+        reason = cause.describe(),
+        "lock lost"
+    );
 }
 
 /// Declares `lease` lost if its validity ran out while it is still held:

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct LockerStats {
     /// Locks acquired.
     pub acquired: u64,
-    /// Acquisitions that found the lock busy at least once.
+    /// Acquisitions that found the lock busy at least once (or queued
+    /// behind this locker's other tasks for it), whether they got it or
+    /// their wait ran out.
     pub contended: u64,
     /// `acquire` calls that gave up after their whole wait.
     pub timeouts: u64,
@@ -33,7 +35,9 @@ pub struct LockerStats {
     pub renewed: u64,
     /// Renewal commands that failed (and were retried while validity lasted).
     pub renewal_errors: u64,
-    /// Leases reported lost.
+    /// Leases reported lost: by the watchdog (or the end of a body that
+    /// ran past its lease), or found gone by their holder's release. A
+    /// lock acquired ends counted once, as released or as lost.
     pub lost: u64,
     /// Locks released by their holder (explicitly or by dropping the guard)
     /// while still theirs; releasing a lock already lost does not count.

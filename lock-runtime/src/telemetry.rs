@@ -10,7 +10,7 @@
 //! | `lock_hold_seconds` | histogram | `template`, `primitive` | from the grant to the release or the loss |
 //! | `lock_held` | gauge | `template`, `primitive` | locks held by this process now |
 //! | `lock_renewals_total` | counter | `template`, `primitive`, `outcome` | renewals: `renewed`, `refused` (gone), `unconfirmed` (retried) |
-//! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap`, `unwatched` |
+//! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap`, `unwatched`, `gone_at_release` |
 //! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::handover`]) |
 //!
 //! Labels are bounded: `template` is the attribute's key template
@@ -126,7 +126,7 @@ pub(crate) fn describe() {
         );
         describe_counter!(
             "lock_losses_total",
-            "Locks lost by cause: refused, unconfirmed, lease_ended, lapsed, hold_cap, unwatched"
+            "Locks lost by cause: refused, unconfirmed, lease_ended, lapsed, hold_cap, unwatched, gone_at_release"
         );
         describe_counter!(
             "lock_handovers_total",

@@ -45,6 +45,9 @@ const BEHAVIOURS: &[&str] = &[
     "inspect_shows_holder_and_lease",
     "force_unlock_frees_the_lock_and_the_holder_is_told",
     "a_hold_cap_stops_the_body",
+    "a_lock_found_gone_at_its_release_is_counted",
+    "a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover",
+    "a_wait_that_timed_out_on_a_busy_lock_counts_as_contended",
 ];
 
 /// Fails unless `listed` names every behaviour exactly once.
@@ -139,6 +142,8 @@ macro_rules! all_but {
                 inspect_shows_holder_and_lease,
                 force_unlock_frees_the_lock_and_the_holder_is_told,
                 a_hold_cap_stops_the_body,
+                a_lock_found_gone_at_its_release_is_counted,
+                a_wait_that_timed_out_on_a_busy_lock_counts_as_contended,
                 $($also,)*
             ],
             exclude: [$($excluded => $why),*],
@@ -151,7 +156,7 @@ mod conformance {
 
     all_but!(
         memory, Kind::Memory, #[tokio::test(start_paused = true)],
-        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock],
+        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "the in-memory store cannot lose a reply; its acquire twin's idempotence is unit-tested (primitive/exclusive/twins.rs)",
@@ -160,7 +165,7 @@ mod conformance {
 
     all_but!(
         single, Kind::Single, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [the_next_task_in_line_is_handed_the_lock],
+        also: [the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "one server may have replicas; WAIT is tested with a real replica in replication.rs and bounds.rs",
@@ -171,7 +176,7 @@ mod conformance {
 
     all_but!(
         cluster, Kind::Cluster, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock],
+        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "needs a reply dropped in flight: the same acquire script as one server (lost_replies.rs), routed by slot",
@@ -180,7 +185,7 @@ mod conformance {
 
     all_but!(
         sentinel, Kind::Sentinel, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [the_next_task_in_line_is_handed_the_lock],
+        also: [the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "Sentinel has replicas to wait for; sentinel.rs and the chaos run's sentinel-wait test it through failovers",
@@ -193,6 +198,8 @@ mod conformance {
         redlock, Kind::Redlock, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
         also: [waiting_for_replicas_needs_replicas],
         exclude: [
+            a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover =>
+                "a majority is not passed",
             the_next_task_in_line_is_handed_the_lock =>
                 "a majority is not passed (each master would need the hand-over, and a vote on it): the holder releases and the next in line takes it",
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
@@ -793,6 +800,62 @@ mod behaviours {
         // Renewed until the cap, and given back at once after it.
         assert!(locker.stats().renewed >= 2, "{:?}", locker.stats());
         assert!(!site.exists("job:stuck"));
+    }
+
+    /// Every lock a locker acquired ends up counted once: still held,
+    /// released, or lost (`LockerStats`). A lock deleted behind its
+    /// holder's back (an operator's `force_unlock`, or a lease that ran
+    /// out) and then given back by its holder before the watchdog noticed
+    /// answers `Ok(false)`: it was lost, and is counted so.
+    pub async fn a_lock_found_gone_at_its_release_is_counted(site: &Site) {
+        let (holder, operator) = (site.locker().await, site.locker().await);
+        let guard = holder.lock("r").ttl(FOREVER).acquire().await.unwrap();
+        assert!(operator.force_unlock("r").await.unwrap());
+        // Given back before its next renewal (a third of a minute away).
+        assert!(!guard.release().await.unwrap(), "it was no longer ours");
+        let stats = holder.stats();
+        assert_eq!(
+            stats.acquired,
+            stats.released + stats.lost,
+            "acquired = released + lost + held (none held): {stats:?}"
+        );
+    }
+
+    /// A holder with a task of its locker in line passes the lock; a pass
+    /// that task cannot use (it asked for another ttl) is given back and
+    /// the task takes the lock from the server like anyone: no lock was
+    /// "passed straight to the next task ... without being freed on the
+    /// server" (`LockerStats::handovers`).
+    pub async fn a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover(site: &Site) {
+        let locker = site.locker().await;
+        let first = locker.lock("r").ttl(TTL).acquire().await.unwrap();
+        let next = {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                let request = locker.lock("r").ttl(TTL * 2).wait(FOREVER);
+                request.acquire().await.unwrap().release().await.unwrap()
+            })
+        };
+        // Long enough for `next` to queue behind `first` in the line.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(first.release().await.unwrap());
+        assert!(next.await.unwrap());
+        let stats = locker.stats();
+        assert_eq!((stats.acquired, stats.released), (2, 2), "{stats:?}");
+        assert_eq!(stats.handovers, 0, "the pass was given back: {stats:?}");
+    }
+
+    /// `LockerStats::contended` counts "acquisitions that found the lock
+    /// busy at least once": one that waited its whole wait for a busy lock
+    /// and timed out found it busy.
+    pub async fn a_wait_that_timed_out_on_a_busy_lock_counts_as_contended(site: &Site) {
+        let (a, b) = (site.locker().await, site.locker().await);
+        let _held = a.lock("r").ttl(FOREVER).acquire().await.unwrap();
+        let err = b.lock("r").wait(Duration::from_millis(300)).acquire().await;
+        assert!(matches!(err, Err(LockError::Timeout { .. })), "{err:?}");
+        let stats = b.stats();
+        assert_eq!(stats.timeouts, 1, "{stats:?}");
+        assert_eq!(stats.contended, 1, "it found the lock busy: {stats:?}");
     }
 
     /// Where there are no replicas to wait for, asking is a configuration

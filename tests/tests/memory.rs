@@ -428,3 +428,34 @@ async fn the_shortest_lease_accepted_is_kept_by_the_watchdog() {
     assert!(stats.renewed >= 5, "{stats:?}");
     assert!(guard.release().await.unwrap());
 }
+
+/// `MemoryStore::waiting` counts the acquisitions waiting for a lock to be
+/// released, whether or not it is held right now: a lease ended with
+/// `expire` leaves its rival waiting (it retries when the lease it was
+/// told of would have ended), and it is still counted.
+#[tokio::test(start_paused = true)]
+async fn waiting_still_counts_a_rival_after_the_lease_was_ended() {
+    let store = MemoryStore::new();
+    let config = LockConfig::in_memory_store(&store);
+    let (a, b) = (
+        Locker::connect(config.clone()).await.unwrap(),
+        Locker::connect(config).await.unwrap(),
+    );
+    let _guard = a
+        .lock("k")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    let rival = {
+        let b = b.clone();
+        tokio::spawn(async move { b.lock("k").wait(Duration::from_secs(60)).acquire().await })
+    };
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(store.waiting("k"), 1);
+    assert_eq!(store.expire("k"), 1);
+    assert!(!rival.is_finished());
+    assert_eq!(b.stats().asleep, 1, "the rival still waits");
+    assert_eq!(store.waiting("k"), 1, "the rival still waits for `k`");
+    rival.abort();
+}

@@ -60,8 +60,9 @@ struct Inner {
 pub(crate) trait Listener: Send + Sync {
     /// A release was published on `channel`; false once the locker is gone.
     fn released(&self, channel: &str) -> bool;
-    /// How many of the locker's acquisitions wait on `channel`.
-    fn waiting(&self, channel: &str) -> usize;
+    /// How many of the locker's acquisitions wait for a release of lock
+    /// `name` (on its channel under any prefix).
+    fn waiting(&self, name: &str) -> usize;
 }
 
 /// A lock held in a [`MemoryStore`], as [`MemoryStore::holders`] sees it.
@@ -166,20 +167,12 @@ impl MemoryStore {
     /// `name` (under any prefix) to be released: for a test that must know
     /// a rival is queued before it lets go. (A locker's own waiters for one
     /// lock queue among themselves and listen once.)
+    ///
+    /// Counted from the waiters themselves, whether or not the lock is
+    /// held right now: a waiter still waits between a release (or an
+    /// [`expire`](Self::expire)) and its next try.
     pub fn waiting(&self, name: &str) -> usize {
-        let channels: Vec<String> = self
-            .keyspace()
-            .live()
-            .into_iter()
-            .map(|(key, _, _)| key)
-            .filter(|key| crate::hash_tag::name_of(key).as_deref() == Some(name))
-            .map(|key| format!("{key}:released"))
-            .collect();
-        let listeners = self.listeners();
-        channels
-            .iter()
-            .flat_map(|channel| listeners.iter().map(move |l| l.waiting(channel)))
-            .sum()
+        self.listeners().iter().map(|l| l.waiting(name)).sum()
     }
 
     /// Runs `script` (a lock script's twin) on the store at the caller's time, then delivers what

@@ -160,10 +160,17 @@ impl crate::memory::Listener for WeakWaiters {
         }
     }
 
-    fn waiting(&self, channel: &str) -> usize {
+    fn waiting(&self, name: &str) -> usize {
         self.0.upgrade().map_or(0, |channels| {
             let waiters = Waiters { channels };
-            waiters.lock().get(channel).map_or(0, VecDeque::len)
+            waiters
+                .lock()
+                .iter()
+                .filter(|(channel, _)| {
+                    crate::keys::name_of_channel(channel).as_deref() == Some(name)
+                })
+                .map(|(_, waiting)| waiting.len())
+                .sum()
         })
     }
 }
