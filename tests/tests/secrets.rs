@@ -118,3 +118,28 @@ async fn no_password_or_token_in_spans_events_or_errors() {
         );
     }
 }
+
+/// A password with an unencoded `?` (as password generators produce) is
+/// not echoed, even in part, by the parse error its URL gets, in any URL
+/// form: the credentials end at the last `@`, wherever the first `?` is.
+#[test]
+fn a_question_mark_in_a_password_does_not_leak_its_first_part() {
+    use lock_runtime::LockConfig;
+    for url in [
+        "redis://orders:Zq7Secret?tail@127.0.0.1:6379/",
+        "redis+cluster://orders:Zq7Secret?tail@127.0.0.1:7000,127.0.0.1:7001",
+        "redis+sentinel://orders:Zq7Secret?tail@127.0.0.1:26379/mymaster",
+        "redis+redlock://orders:Zq7Secret?tail@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+    ] {
+        let err = LockConfig::from_url(url).unwrap_err();
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("Zq7Secret"), "{url}: {shown}");
+    }
+    let err = LockConfig::redlock([
+        "redis://orders:Zq7Secret?tail@127.0.0.1:1",
+        "redis://127.0.0.1:2",
+        "redis://127.0.0.1:3",
+    ])
+    .unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("Zq7Secret"), "{err}");
+}

@@ -544,23 +544,30 @@ where
         .collect()
 }
 
-/// The URL with any `user:password@` part masked. A URL mistyped without
-/// `://` (`redis:/u:pw@h`, `u:pw@h`) is masked up to its last `@` all the
-/// same: that is where the password would be. A query is dropped whole:
-/// a socket URL carries its password there (`unix:///s.sock?pass=..`).
+/// The URL with any `user:password@` part and any query masked. A URL
+/// mistyped without `://` (`redis:/u:pw@h`, `u:pw@h`) is masked up to its
+/// last `@` all the same: that is where the password would be. A query is
+/// dropped whole: a socket URL carries its password there
+/// (`unix:///s.sock?pass=..`).
+///
+/// The credentials end at the *last* `@`, looked for before the query is
+/// cut off: a password may hold an unencoded `?` (`u:Zq7?x@h`), and
+/// cutting at that `?` first would print the password up to it. When a
+/// `?` comes before the last `@`, either the `?` is in the password or the
+/// `@` is in a socket URL's query (`?pass=se@cret`); the two cannot be
+/// told apart, so nothing after the scheme is shown.
 fn redact(url: &str) -> String {
-    let (url, query) = match url.split_once('?') {
-        Some((url, _)) => (url, "?***"),
-        None => (url, ""),
-    };
-    let masked = match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}***{}", &url[..scheme_end + 3], &url[at..])
+    let start = url.find("://").map_or(0, |end| end + 3);
+    let (scheme, rest) = url.split_at(start);
+    match (rest.rfind('@'), rest.find('?')) {
+        (Some(at), None) => format!("{scheme}***{}", &rest[at..]),
+        (Some(at), Some(query)) if at < query => {
+            format!("{scheme}***{}?***", &rest[at..query])
         }
-        (None, Some(at)) => format!("***{}", &url[at..]),
-        _ => url.to_owned(),
-    };
-    masked + query
+        (Some(_), Some(_)) => format!("{scheme}***"),
+        (None, Some(query)) => format!("{scheme}{}?***", &rest[..query]),
+        (None, None) => url.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -581,6 +588,38 @@ mod tests {
             redact("redis+unix:///run/redis.sock?pass=secret"),
             "redis+unix:///run/redis.sock?***"
         );
+        assert_eq!(
+            redact("redis://u:secret@h:1/?protocol=3"),
+            "redis://***@h:1/?***"
+        );
+    }
+
+    #[test]
+    fn no_part_of_a_password_is_shown_whatever_it_holds() {
+        for url in [
+            // An unencoded `?`, `#`, `/` or `@` in the password.
+            "redis://orders:Zq7secret?tail@h:1/",
+            "redis://orders:Zq7secret#tail@h:1/",
+            "redis://orders:Zq7secret/tail@h:1/",
+            "redis://orders:Zq7secret@tail@h:1/",
+            "rediss+cluster://orders:Zq7secret?tail@h:1,h:2/#insecure",
+            "redis+sentinel://orders:Zq7secret?tail@h:1,h:2/mymaster/2",
+            "redis+redlock://:Zq7secret?tail@h:1,h:2,h:3",
+            // Percent-encoded.
+            "redis://orders:Zq7secret%3Ftail@h:1/",
+            // In a socket URL's query, with or without an `@` in it.
+            "unix:///run/redis.sock?db=2&pass=Zq7secret",
+            "unix:///run/redis.sock?pass=Zq7secret@tail",
+            "redis+unix:///run/redis.sock?user=orders&pass=tail@Zq7secret",
+            // Mistyped.
+            "orders:Zq7secret?tail@h:1",
+        ] {
+            let shown = redact(url);
+            assert!(
+                !shown.contains("Zq7") && !shown.contains("secret") && !shown.contains("tail"),
+                "{url}: {shown}"
+            );
+        }
     }
 
     #[cfg(feature = "tls")]
