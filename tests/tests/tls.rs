@@ -257,3 +257,26 @@ async fn sentinel_over_tls_with_a_private_ca_finds_and_locks_the_master() {
     let err = refused(config(&setup.tls_url())).await;
     assert!(err.contains("invalid peer certificate"), "{err}");
 }
+
+/// A CA setting that holds no certificate (a wrong file: empty, a key, not
+/// PEM at all) is a `LockError::Config` saying what to fix, not an empty
+/// trust store that fails every connection with `LockError::Redis("...
+/// invalid peer certificate: UnknownIssuer")`, blaming the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_setting_without_a_certificate_is_a_config_error() {
+    let pki = TestPki::generate();
+    let tls = TlsServer::start(&pki, "server", ClientAuth::None);
+    for (what, pem) in [
+        ("not PEM", b"/etc/redis/ca.pem".to_vec()),
+        ("empty", Vec::new()),
+        ("a private key", pki.pem("client.key")),
+    ] {
+        let config = config(&tls.url()).tls_root_ca(pem);
+        let outcome = Locker::connect(config).await;
+        assert!(
+            matches!(&outcome, Err(LockError::Config(text)) if text.contains("tls_root_ca")),
+            "{what}: {:?}",
+            outcome.err()
+        );
+    }
+}

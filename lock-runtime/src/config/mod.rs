@@ -337,6 +337,8 @@ impl LockConfig {
     /// Applies to every server of the deployment reached with `rediss`.
     /// Needs the `tls` feature ([`LockError::Config`] at `connect` without
     /// it). `from_env` reads it from the file `REDIS_TLS_CA_FILE` names.
+    /// PEM holding no certificate (a path instead of the file's contents,
+    /// an empty file, a key) is a [`LockError::Config`] at `connect`.
     ///
     /// ```no_run
     /// let config = lock_runtime::LockConfig::from_url("rediss://redis.internal:6380/")?
@@ -351,7 +353,9 @@ impl LockConfig {
     /// TLS: present this client certificate chain and private key (both
     /// PEM), for servers that require one (`tls-auth-clients yes`). Needs the
     /// `tls` feature. `from_env` reads them from the files
-    /// `REDIS_TLS_CERT_FILE` and `REDIS_TLS_KEY_FILE` name.
+    /// `REDIS_TLS_CERT_FILE` and `REDIS_TLS_KEY_FILE` name. A chain with
+    /// no certificate or a key PEM with no private key is a
+    /// [`LockError::Config`] at `connect`.
     pub fn tls_client_cert(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -416,6 +420,8 @@ impl LockConfig {
         if self.tls.is_set() {
             self.topology.check_tls_for_certificates()?;
         }
+        #[cfg(feature = "tls")]
+        self.tls.check()?;
         rules::check_prefix(&self.key_prefix)?;
         if let Some(label) = &self.holder_label {
             rules::check_holder_label(label)?;
@@ -625,7 +631,7 @@ mod tests {
     #[cfg(feature = "tls")]
     #[test]
     fn certificates_need_every_server_reached_over_tls() {
-        let ca = || b"-----BEGIN CERTIFICATE-----\n".to_vec();
+        let ca = || tls::tests::TEST_CA.as_bytes().to_vec();
         for plain in [
             LockConfig::from_url("redis://h:1/"),
             LockConfig::from_url("redis+cluster://h:1,h:2"),

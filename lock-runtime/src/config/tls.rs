@@ -54,6 +54,23 @@ impl TlsSettings {
         Ok(Self { root_ca, client })
     }
 
+    /// Checks that each setting holds what it is for, with the parser the
+    /// `redis` crate reads them with. Without this, a CA setting holding no
+    /// certificate (a file's path instead of its contents, an empty file,
+    /// a key) is taken as an empty trust store, and every connection then
+    /// fails blaming the server's certificate (`UnknownIssuer`).
+    #[cfg(feature = "tls")]
+    pub(crate) fn check(&self) -> Result<(), LockError> {
+        if let Some(pem) = &self.root_ca {
+            check_root_ca(pem)?;
+        }
+        if let Some((cert, key)) = &self.client {
+            check_client_cert(cert)?;
+            check_client_key(key)?;
+        }
+        Ok(())
+    }
+
     /// The `redis` crate's form of these settings.
     #[cfg(feature = "tls")]
     pub(crate) fn certificates(&self) -> redis::TlsCertificates {
@@ -68,6 +85,78 @@ impl TlsSettings {
             root_cert: self.root_ca.clone(),
         }
     }
+}
+
+/// A PEM setting as messages name it: `what` (set through a method), or
+/// the file the environment variable `var` names.
+#[cfg(feature = "tls")]
+fn setting(what: &str, var: &str) -> String {
+    format!("{what} (or the file `{var}` names)")
+}
+
+/// What a certificate setting must hold, for messages.
+#[cfg(feature = "tls")]
+const CERTIFICATE_PEM: &str = "the contents of a PEM file with `-----BEGIN CERTIFICATE-----` blocks \
+     (read the file, e.g. `std::fs::read(path)?`: a path is not its contents)";
+
+/// The certificates in `pem`, or what is wrong with them; `what` names the
+/// setting.
+#[cfg(feature = "tls")]
+fn certificates(
+    pem: &[u8],
+    what: &str,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, LockError> {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| {
+            LockError::config(format!(
+                "{what} is not valid PEM ({err}); it must hold {CERTIFICATE_PEM}"
+            ))
+        })?;
+    if certificates.is_empty() {
+        return Err(LockError::config(format!(
+            "{what} holds no certificate; it must hold {CERTIFICATE_PEM}"
+        )));
+    }
+    Ok(certificates)
+}
+
+/// The CA setting holds certificates that can be trust anchors.
+#[cfg(feature = "tls")]
+fn check_root_ca(pem: &[u8]) -> Result<(), LockError> {
+    let what = setting("`tls_root_ca`", CA_FILE_VAR);
+    let mut store = rustls::RootCertStore::empty();
+    for certificate in certificates(pem, &what)? {
+        store.add(certificate).map_err(|err| {
+            LockError::config(format!(
+                "{what} holds a certificate that cannot be a trust anchor ({err}); \
+                 it must hold the CA's certificate"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The client certificate setting holds a certificate chain.
+#[cfg(feature = "tls")]
+fn check_client_cert(pem: &[u8]) -> Result<(), LockError> {
+    let what = setting("the certificate of `tls_client_cert`", CERT_FILE_VAR);
+    certificates(pem, &what).map(drop)
+}
+
+/// The client key setting holds a private key. The parser's error is left
+/// out of the message: it may quote a line of the key.
+#[cfg(feature = "tls")]
+fn check_client_key(pem: &[u8]) -> Result<(), LockError> {
+    use rustls::pki_types::{PrivateKeyDer, pem::PemObject};
+    PrivateKeyDer::from_pem_slice(pem).map(drop).map_err(|_| {
+        LockError::config(format!(
+            "{} holds no private key; it must hold the contents of the key's PEM file \
+             (`-----BEGIN PRIVATE KEY-----`, `RSA PRIVATE KEY` or `EC PRIVATE KEY`)",
+            setting("the key of `tls_client_cert`", KEY_FILE_VAR)
+        ))
+    })
 }
 
 /// Never prints a certificate or a key: only which parts are set.
@@ -102,8 +191,50 @@ pub(crate) fn tls_unsupported(what: &str) -> LockError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// A self-signed CA certificate (valid until 2126), for checks that
+    /// parse one; its key was thrown away.
+    #[cfg(feature = "tls")]
+    pub(crate) const TEST_CA: &str = "\
+-----BEGIN CERTIFICATE-----\n\
+MIIBnzCCAUWgAwIBAgIUXjOp/ezNNGbyLU1ULb1VXYZS4nwwCgYIKoZIzj0EAwIw\n\
+JDEiMCAGA1UEAwwZbG9jay1ydW50aW1lIHVuaXQtdGVzdCBDQTAgFw0yNjExMjUx\n\
+MDU0NTNaGA8yMTI2MTEwMTEwNTQ1M1owJDEiMCAGA1UEAwwZbG9jay1ydW50aW1l\n\
+IHVuaXQtdGVzdCBDQTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABAy9E8aGqERX\n\
+C9XISt6YDeP/fLUmKhwmSX3GrSQI07SKunqRszzsLd1EgyCRybZNjbvmEHMLnG6A\n\
+IdA/ve9fbQejUzBRMB0GA1UdDgQWBBR9ueyOsMEGstY63vEpuZnkgeyAMzAfBgNV\n\
+HSMEGDAWgBR9ueyOsMEGstY63vEpuZnkgeyAMzAPBgNVHRMBAf8EBTADAQH/MAoG\n\
+CCqGSM49BAMCA0gAMEUCIDEExTAvWrtIXjPL2SOWqKOE5FUjquAf2QnTHtHegVSY\n\
+AiEA7qSdXitW+3TIdHa5UN1lUf00YnH88GjDxfgyCIuMbDY=\n\
+-----END CERTIFICATE-----\n";
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn each_pem_setting_must_hold_what_it_is_for() {
+        let ca = || TEST_CA.as_bytes().to_vec();
+        let check = |root_ca: Option<Vec<u8>>, client: Option<(Vec<u8>, Vec<u8>)>| {
+            TlsSettings { root_ca, client }.check()
+        };
+        assert!(check(Some(ca()), None).is_ok());
+        for (bad, names) in [
+            (b"/etc/redis/ca.pem".to_vec(), "tls_root_ca"),
+            (Vec::new(), "REDIS_TLS_CA_FILE"),
+            (b"-----BEGIN CERTIFICATE-----\n".to_vec(), "tls_root_ca"),
+        ] {
+            let err = check(Some(bad), None).unwrap_err();
+            assert!(
+                matches!(&err, LockError::Config(text) if text.contains(names)),
+                "{err:?}"
+            );
+        }
+        // A certificate where the key goes, and a key where the certificate goes.
+        let err = check(None, Some((ca(), ca()))).unwrap_err();
+        assert!(err.to_string().contains("the key of"), "{err}");
+        let err = check(None, Some((b"cert.pem".to_vec(), ca()))).unwrap_err();
+        assert!(err.to_string().contains("the certificate of"), "{err}");
+    }
 
     #[test]
     fn debug_shows_which_parts_are_set_never_their_contents() {
