@@ -106,3 +106,41 @@ fn from_env_reads_redis_url() {
         "{garbage}"
     );
 }
+
+/// Cluster seeds that cannot work together (different passwords, TLS and
+/// plain, a unix socket, a database number) are a `LockError::Config` from
+/// `validate` and `Locker::connect`, not a `LockError::Redis` (the kind
+/// kept for "server unreachable or failing", which callers retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_seeds_that_cannot_work_together_are_config_errors() {
+    let cases = [
+        (
+            "two passwords",
+            LockConfig::cluster(["redis://:a@127.0.0.1:1", "redis://:b@127.0.0.1:2"]),
+        ),
+        (
+            "TLS and plain",
+            LockConfig::cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"]),
+        ),
+        (
+            "a unix socket",
+            LockConfig::cluster(["unix:///tmp/redis.sock"]),
+        ),
+        // `redis+cluster://h:1,h:2/5` is refused as a Config error; the
+        // constructor takes the same database.
+        ("database 5", LockConfig::cluster(["redis://127.0.0.1:1/5"])),
+    ];
+    for (what, config) in cases {
+        let config = config.unwrap();
+        assert!(
+            matches!(config.validate(), Err(LockError::Config(_))),
+            "{what}: validate passed"
+        );
+        let outcome = Locker::connect(config).await;
+        assert!(
+            matches!(outcome, Err(LockError::Config(_))),
+            "{what}: {:?}",
+            outcome.err()
+        );
+    }
+}

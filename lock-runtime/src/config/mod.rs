@@ -133,7 +133,10 @@ impl LockConfig {
 
     /// Redis Cluster reached through `nodes` (any of its nodes; the rest are
     /// discovered), each a `redis://host:port` URL. Needs the `cluster` feature
-    /// at [`Locker::connect`](crate::Locker::connect).
+    /// at [`Locker::connect`](crate::Locker::connect). Every seed is
+    /// reached alike: the same user and password, `rediss://` on all or
+    /// none, no database number (a cluster has only 0), no unix socket;
+    /// seeds that differ are a [`LockError::Config`] at `connect`.
     ///
     /// ```
     /// let config = lock_runtime::LockConfig::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
@@ -460,6 +463,9 @@ impl LockConfig {
                 "Redlock needs at least 3 independent masters (got {}): with fewer, one failure stops every lock",
                 masters.len()
             )));
+        }
+        if let Topology::Cluster { nodes } = &self.topology {
+            rules::check_cluster_seeds(nodes)?;
         }
         if let Topology::Cluster { nodes } | Topology::Redlock { masters: nodes } = &self.topology
             && nodes.is_empty()

@@ -83,6 +83,71 @@ pub(crate) fn check_distinct_masters(masters: &[redis::ConnectionInfo]) -> Resul
     Ok(())
 }
 
+/// Cluster seeds are doors to one cluster, so each must be reachable the
+/// way every node of it is: over TCP, with the same user and password, TLS
+/// (and `#insecure`) on all or none, one protocol, and database 0, the
+/// only one a cluster has (as the `redis+cluster://` form says). The
+/// `redis` crate refuses seeds that differ only at connect, as a
+/// `LockError::Redis` that callers take for an outage and retry.
+pub(crate) fn check_cluster_seeds(seeds: &[redis::ConnectionInfo]) -> Result<(), LockError> {
+    let Some(first) = seeds.first() else {
+        return Ok(());
+    };
+    for seed in seeds {
+        if let redis::ConnectionAddr::Unix(path) = seed.addr() {
+            return Err(LockError::config(format!(
+                "cluster seed `{}` is a unix socket; a Cluster's nodes find each other over TCP: \
+                 list them as `redis://host:port`",
+                path.display()
+            )));
+        }
+        let settings = seed.redis_settings();
+        if settings.db() != 0 {
+            return Err(LockError::config(format!(
+                "cluster seed `{}` names database {}; a cluster has only database 0: drop the `/<db>`",
+                seed.addr(),
+                settings.db()
+            )));
+        }
+        if let Some(what) = seed_difference(first, seed) {
+            return Err(LockError::config(format!(
+                "cluster seeds `{}` and `{}` differ in {what}; every seed of one cluster is \
+                 reached alike: give them the same user and password, `rediss://` on all or none \
+                 (`#insecure` likewise), and the same `protocol`",
+                first.addr(),
+                seed.addr()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What, if anything, `seed` is reached with that `first` is not (never
+/// the credentials themselves: only that they differ).
+fn seed_difference(
+    first: &redis::ConnectionInfo,
+    seed: &redis::ConnectionInfo,
+) -> Option<&'static str> {
+    let (a, b) = (first.redis_settings(), seed.redis_settings());
+    if a.username() != b.username() || a.password() != b.password() {
+        Some("their credentials")
+    } else if tls_of(first.addr()) != tls_of(seed.addr()) {
+        Some("TLS")
+    } else if a.protocol() != b.protocol() {
+        Some("their protocol")
+    } else {
+        None
+    }
+}
+
+/// Whether `addr` is reached over TLS, and if so whether insecurely.
+fn tls_of(addr: &redis::ConnectionAddr) -> Option<bool> {
+    match addr {
+        redis::ConnectionAddr::TcpTls { insecure, .. } => Some(*insecure),
+        _ => None,
+    }
+}
+
 /// Most pooled connections accepted: the benchmark's best is 1 and more
 /// measured slower; thousands would be a typo that opens as many sockets
 /// (and reserves room for them) at start-up.
@@ -270,6 +335,39 @@ mod tests {
         assert!(check_ttl(MIN_TTL, "ttl").is_ok());
         assert!(check_ttl(MIN_TTL - Duration::from_micros(1), "ttl").is_err());
         assert!(check_ttl(Duration::from_millis(3), "ttl").is_err());
+    }
+
+    #[test]
+    fn cluster_seeds_are_reached_alike() {
+        let seeds = |urls: &[&str]| -> Vec<redis::ConnectionInfo> {
+            urls.iter().map(|url| url.parse().unwrap()).collect()
+        };
+        for alike in [
+            seeds(&["redis://u:pw@a:1", "redis://u:pw@b:1/0"]),
+            seeds(&["redis://a:1?protocol=3", "redis://b:1?protocol=resp3"]),
+            seeds(&[]),
+        ] {
+            assert!(check_cluster_seeds(&alike).is_ok(), "{alike:?}");
+        }
+        for (apart, says) in [
+            (
+                seeds(&["redis://:secret-a@a:1", "redis://:secret-b@b:1"]),
+                "credentials",
+            ),
+            (
+                seeds(&["redis://:secret-a@a:1", "redis://b:1"]),
+                "credentials",
+            ),
+            (
+                seeds(&["redis://a:1", "redis://b:1?protocol=3"]),
+                "protocol",
+            ),
+            (seeds(&["redis://a:1", "redis://b:1/2"]), "database 2"),
+            (seeds(&["unix:///tmp/redis.sock"]), "unix socket"),
+        ] {
+            let err = check_cluster_seeds(&apart).unwrap_err().to_string();
+            assert!(err.contains(says) && !err.contains("secret"), "{err}");
+        }
     }
 
     #[test]
