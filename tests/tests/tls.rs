@@ -280,3 +280,26 @@ async fn a_ca_setting_without_a_certificate_is_a_config_error() {
         );
     }
 }
+
+/// A wrong CA through Sentinel fails `Locker::connect` with a
+/// `LockError::Redis` naming the server it met (a sentinel here) and the
+/// cause, as on one server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_through_sentinel_names_the_server() {
+    let pki = TestPki::generate();
+    let setup = tokio::task::block_in_place(|| SentinelSetup::start_tls(&pki));
+    let err = refused(config(&setup.tls_url()).tls_root_ca(pki.pem("other-ca.crt"))).await;
+    let url = setup.tls_url();
+    let ports: Vec<&str> = url
+        .trim_start_matches("rediss+sentinel://")
+        .split('/')
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|host| host.rsplit(':').next().unwrap())
+        .collect();
+    assert!(
+        ports.iter().any(|port| err.contains(port)) || err.contains("sentinel"),
+        "names no server: {err}"
+    );
+}

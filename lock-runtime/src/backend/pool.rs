@@ -29,17 +29,22 @@ where
     };
     let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
         Ok(Ok(pool)) => pool,
-        Ok(Err(err)) => {
-            return Err(LockError::Redis(redis::RedisError::from((
-                err.kind(),
-                "cannot connect",
-                format!("{what}: {err}"),
-            ))));
-        }
+        Ok(Err(err)) => return Err(cannot_connect(what, err)),
         Err(_) => return Err(LockError::redis_timeout(what, config.connect_timeout)),
     };
     let renewals = pool
         .pop()
         .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
     Ok((pool, renewals))
+}
+
+/// `err`, met while connecting, with `what` in front (`connecting to Redis
+/// at 10.0.0.7:6379`: addresses only, never credentials) and its kind
+/// kept, so that a failed start-up says which server failed and why.
+pub(crate) fn cannot_connect(what: &str, err: redis::RedisError) -> LockError {
+    LockError::Redis(redis::RedisError::from((
+        err.kind(),
+        "cannot connect",
+        format!("{what}: {err}"),
+    )))
 }

@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
+use crate::backend::pool::cannot_connect;
 use crate::config::tls::TlsSettings;
 use crate::error::LockError;
 
@@ -120,33 +121,29 @@ impl Lookup<'_> {
             }
             Err(_) => {
                 *slot = None;
-                Err(LockError::redis_timeout(
-                    "asking a sentinel for the master",
-                    bound,
-                ))
+                let what = format!("asking the sentinel at {} for the master", sentinel.addr());
+                Err(LockError::redis_timeout(&what, bound))
             }
         }
     }
 
     /// The master's address as `sentinel` names it, once that server
-    /// confirmed with `ROLE` that it is a master.
+    /// confirmed with `ROLE` that it is a master. Every error names the
+    /// server it came from, the sentinel or the master (addresses only):
+    /// a wrong CA or a refused password must say where it was met.
     async fn ask_unbounded(
         &self,
         slot: &mut Option<MultiplexedConnection>,
         sentinel: &ConnectionInfo,
     ) -> Result<ConnectionInfo, LockError> {
-        let connection = match slot {
-            Some(connection) => connection,
-            None => {
-                let client = redis::Client::open(sentinel.clone())?;
-                slot.insert(client.get_multiplexed_async_connection().await?)
-            }
-        };
-        let named: Option<(String, u16)> = redis::cmd("SENTINEL")
-            .arg("get-master-addr-by-name")
-            .arg(self.master)
-            .query_async(connection)
-            .await?;
+        let named = self.named_by(slot, sentinel).await.map_err(|err| {
+            let what = format!(
+                "asking the sentinel at {} for master `{}`",
+                sentinel.addr(),
+                self.master
+            );
+            cannot_connect(&what, err)
+        })?;
         let Some((host, port)) = named else {
             return Err(no_master(format!(
                 "the sentinel at {} knows no master named `{}`",
@@ -164,14 +161,14 @@ impl Lookup<'_> {
             },
             _ => ConnectionAddr::Tcp(host, port),
         };
-        let info = addr
-            .into_connection_info()?
-            .set_redis_settings(self.node.clone());
-        let info = crate::backend::tls::with_tls(info, self.tls)?;
-        let mut master = redis::Client::open(info.clone())?
-            .get_multiplexed_async_connection()
-            .await?;
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut master).await?;
+        let what = format!(
+            "connecting to the master at {addr} that the sentinel at {} names",
+            sentinel.addr()
+        );
+        let (info, role) = self
+            .reach(addr)
+            .await
+            .map_err(|err| cannot_connect(&what, err))?;
         match role.first() {
             Some(redis::Value::BulkString(role)) if role == b"master" => Ok(info),
             _ => Err(no_master(format!(
@@ -179,6 +176,44 @@ impl Lookup<'_> {
                 info.addr()
             ))),
         }
+    }
+
+    /// The master's address as `sentinel` names it (`None`: it knows no
+    /// master by that name), through the connection in `slot`.
+    async fn named_by(
+        &self,
+        slot: &mut Option<MultiplexedConnection>,
+        sentinel: &ConnectionInfo,
+    ) -> redis::RedisResult<Option<(String, u16)>> {
+        let connection = match slot {
+            Some(connection) => connection,
+            None => {
+                let client = redis::Client::open(sentinel.clone())?;
+                slot.insert(client.get_multiplexed_async_connection().await?)
+            }
+        };
+        redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(self.master)
+            .query_async(connection)
+            .await
+    }
+
+    /// The server at `addr` as the master is reached (its credentials and
+    /// database, the locker's TLS settings), and its answer to `ROLE`.
+    async fn reach(
+        &self,
+        addr: ConnectionAddr,
+    ) -> redis::RedisResult<(ConnectionInfo, Vec<redis::Value>)> {
+        let info = addr
+            .into_connection_info()?
+            .set_redis_settings(self.node.clone());
+        let info = crate::backend::tls::with_tls(info, self.tls)?;
+        let mut master = redis::Client::open(info.clone())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let role = redis::cmd("ROLE").query_async(&mut master).await?;
+        Ok((info, role))
     }
 }
 
