@@ -12,7 +12,7 @@ use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 /// What every lock user needs, with `{prefix}` for its key prefix (the
 /// README's "Least privilege" section).
 const LOCK_USER: &str = "resetkeys ~{prefix}* resetchannels &{prefix}* nocommands \
-     +ping +hello +script|load +evalsha +eval \
+     +ping +hello +select +script|load +evalsha +eval \
      +get +set +del +pexpire +pttl +time +append +publish +spublish \
      +subscribe +unsubscribe +ssubscribe +sunsubscribe";
 /// What a Cluster adds: slot discovery.
@@ -182,4 +182,18 @@ async fn two_services_cannot_touch_each_others_locks() {
     let own = billing.lock("ledger").try_acquire().await.unwrap();
     assert!(own.is_some());
     assert!(held.release().await.unwrap());
+}
+
+/// A user of the documented ACL locks on the database a URL names (`/2`):
+/// connecting to it sends `SELECT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_locks_on_a_database_named_in_the_url() {
+    let server = RedisServer::start();
+    set_user(&server, "orders", "orders:lock:", LOCK_USER);
+    let url = format!("redis://orders:orders-pw@127.0.0.1:{}/2", server.port());
+    let locker = Locker::connect(config(&url).key_prefix("orders:lock:"))
+        .await
+        .unwrap_or_else(|err| panic!("connect as the documented user on db 2: {err}"));
+    let guard = locker.lock("stock:42").acquire().await.unwrap();
+    assert!(guard.release().await.unwrap());
 }
