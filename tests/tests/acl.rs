@@ -197,3 +197,52 @@ async fn the_documented_acl_locks_on_a_database_named_in_the_url() {
     let guard = locker.lock("stock:42").acquire().await.unwrap();
     assert!(guard.release().await.unwrap());
 }
+
+/// Sentinels that require a password (`requirepass`, or a default user
+/// with one) in front of a master that requires the lock user: the URL
+/// carries the master's credentials in `user:pass@` and the sentinels' in
+/// `sentinel_password=`, and the locker reaches the master as the
+/// least-privilege user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_with_a_password_in_front_of_an_acl_master() {
+    let setup = tokio::task::block_in_place(SentinelSetup::start);
+    for server in [&setup.master, &setup.replica] {
+        set_user(
+            server,
+            "orders",
+            "orders:lock:",
+            &format!("{LOCK_USER} {SENTINEL_EXTRA}"),
+        );
+    }
+    for sentinel in setup.sentinels() {
+        assert_eq!(
+            sentinel.cmd(&[
+                "ACL",
+                "SETUSER",
+                "default",
+                "on",
+                "resetpass",
+                ">sentinel-pw"
+            ]),
+            redis::Value::Okay
+        );
+    }
+    let url = setup.url().replace("://", "://orders:orders-pw@");
+    // Without the sentinels' password, no sentinel answers.
+    let Err(err) = Locker::connect(config(&url).key_prefix("orders:lock:")).await else {
+        panic!("the sentinels require a password");
+    };
+    assert!(err.to_string().contains("asking the sentinel at"), "{err}");
+    let url = format!("{url}?sentinel_password=sentinel-pw");
+    let locker = Locker::connect(config(&url).key_prefix("orders:lock:"))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let guard = locker.lock("who").acquire().await.unwrap();
+    let clients = match setup.master.cmd(&["CLIENT", "LIST"]) {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => format!("{other:?}"),
+    };
+    assert!(clients.contains("user=orders"), "{clients}");
+    assert!(guard.release().await.unwrap());
+}

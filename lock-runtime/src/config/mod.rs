@@ -79,7 +79,9 @@ impl LockConfig {
     /// naming the feature), and `#insecure` at the end skips verifying the
     /// server's certificate. `memory://` names this process's in-memory
     /// store, and `memory://<name>` a named one (see
-    /// [`LockConfig::in_memory`]).
+    /// [`LockConfig::in_memory`]). Behind sentinels that require a password,
+    /// `?sentinel_password=...` (and `&sentinel_username=...`, both
+    /// percent-encoded) gives theirs; `user:pass@` is the master's.
     ///
     /// Fails with [`LockError::Config`] when the URL is empty or cannot be parsed.
     ///
@@ -88,6 +90,9 @@ impl LockConfig {
     ///
     /// assert!(LockConfig::from_url("redis://127.0.0.1/").is_ok());
     /// assert!(LockConfig::from_url("redis+redlock://10.0.0.1,10.0.0.2,10.0.0.3").is_ok());
+    /// assert!(LockConfig::from_url(
+    ///     "redis+sentinel://orders:pw@10.0.0.1:26379/mymaster?sentinel_password=s3cret"
+    /// ).is_ok());
     /// assert!(matches!(LockConfig::from_url(""), Err(LockError::Config(_))));
     /// assert!(matches!(LockConfig::from_url("http://x"), Err(LockError::Config(_))));
     /// ```
@@ -154,8 +159,11 @@ impl LockConfig {
     /// The master that the `sentinels` (`redis://host:26379` URLs) monitor
     /// under `master_name`, followed across failovers. Needs the `sentinel`
     /// feature at [`Locker::connect`](crate::Locker::connect). Credentials
-    /// and database for the master go in [`LockConfig::from_url`]'s
-    /// `redis+sentinel://user:pass@h1,h2/<master>/<db>` form.
+    /// in these URLs are the sentinels'; this constructor reaches the
+    /// master without any. Credentials and database for the master go in
+    /// [`LockConfig::from_url`]'s `redis+sentinel://user:pass@h1,h2/<master>/<db>`
+    /// form, which takes the sentinels' own in its query
+    /// (`?sentinel_password=...`, `&sentinel_username=...`).
     ///
     /// ```
     /// let config = lock_runtime::LockConfig::sentinel(["redis://10.0.0.1:26379"], "orders")?;

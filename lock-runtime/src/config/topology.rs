@@ -9,7 +9,10 @@
 //! | `memory://[name]` | the in-memory store of this process called `name` ([`crate::memory`]) |
 //!
 //! `rediss+...` selects TLS. Credentials and database apply to the data
-//! nodes (for Sentinel: to the master, not to the sentinels).
+//! nodes (for Sentinel: to the master, not to the sentinels). Sentinels
+//! that require a password of their own take it from the query:
+//! `redis+sentinel://user:pass@h1,h2/mymaster?sentinel_password=...`
+//! (and `sentinel_username=...` for a sentinel ACL user).
 
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
@@ -62,6 +65,13 @@ impl Topology {
             None => (scheme, None),
         };
         let kind = kind.map(str::to_ascii_lowercase);
+        if kind.as_deref() != Some("sentinel") && names_sentinel_credentials(url) {
+            return Err(bad_url(
+                url,
+                "`sentinel_username` and `sentinel_password` are for sentinels: \
+                 use them in a `redis+sentinel://` URL",
+            ));
+        }
         match kind.as_deref() {
             None => Ok(Topology::Single(node_info(url, url)?)),
             Some("cluster") => {
@@ -95,17 +105,22 @@ impl Topology {
                         "name the master after the hosts: `redis+sentinel://h1:26379,h2:26379/mymaster`",
                     ));
                 }
-                let db = with_query(path.next().unwrap_or_default(), query);
+                let (query, sentinel_auth) = sentinel_credentials(url, query)?;
+                let db = with_query(path.next().unwrap_or_default(), query.as_deref());
                 // The master's credentials and database ride on a node URL.
                 let node = node_info(url, &hosts.node_url(hosts.hosts[0], &db))?
                     .redis_settings()
                     .clone();
-                // Sentinels are reached without the master's credentials.
+                // Sentinels are reached with their own credentials, if any,
+                // never with the master's.
                 let sentinels = hosts
                     .hosts
                     .iter()
-                    .map(|host| node_info(url, &hosts.node_url_without_auth(host)))
-                    .collect::<Result<_, _>>()?;
+                    .map(|host| {
+                        let info = node_info(url, &hosts.node_url_without_auth(host))?;
+                        Ok(info.set_redis_settings(sentinel_auth.clone()))
+                    })
+                    .collect::<Result<_, LockError>>()?;
                 Ok(Topology::Sentinel {
                     sentinels,
                     master,
@@ -258,6 +273,80 @@ impl<'a> MultiHost<'a> {
     }
 }
 
+/// The query parameters of a Sentinel URL that hold the sentinels' own
+/// user and password (`requirepass` or an ACL on the sentinels), apart
+/// from the master's in `user:pass@`.
+const SENTINEL_USERNAME: &str = "sentinel_username";
+/// See [`SENTINEL_USERNAME`].
+const SENTINEL_PASSWORD: &str = "sentinel_password";
+
+/// Whether `url`'s query names the sentinels' credentials, which any
+/// other URL would quietly ignore.
+fn names_sentinel_credentials(url: &str) -> bool {
+    let query = url.split_once('?').map_or("", |(_, query)| query);
+    query.split(['&', '#']).any(|pair| {
+        let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+        name == SENTINEL_USERNAME || name == SENTINEL_PASSWORD
+    })
+}
+
+/// Splits the sentinels' credentials ([`SENTINEL_USERNAME`],
+/// [`SENTINEL_PASSWORD`]) off a Sentinel URL's query: they are for the
+/// sentinels alone, and the rest of the query (`protocol=resp3`) stays
+/// the master's. Values are decoded as the `redis` crate decodes a socket
+/// URL's `pass=` (percent-encoding, `+` for a space).
+fn sentinel_credentials(
+    url: &str,
+    query: Option<&str>,
+) -> Result<(Option<String>, redis::RedisConnectionInfo), LockError> {
+    let mut rest = Vec::new();
+    let mut auth = redis::RedisConnectionInfo::default();
+    for pair in query.into_iter().flat_map(|query| query.split('&')) {
+        match pair.split_once('=') {
+            Some((SENTINEL_USERNAME, value)) => auth = auth.set_username(form_decoded(url, value)?),
+            Some((SENTINEL_PASSWORD, value)) => auth = auth.set_password(form_decoded(url, value)?),
+            _ => rest.push(pair),
+        }
+    }
+    let rest = (!rest.is_empty()).then(|| rest.join("&"));
+    Ok((rest, auth))
+}
+
+/// A query value with its `%XX` escapes and `+` (a space) decoded.
+fn form_decoded(url: &str, value: &str) -> Result<String, LockError> {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'%' => {
+                let escape = bytes
+                    .get(at + 1..at + 3)
+                    .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+                let Some(byte) = escape else {
+                    return Err(bad_url(
+                        url,
+                        "a `%` in the query is not followed by two hex digits; write a `%` as `%25`",
+                    ));
+                };
+                decoded.push(byte);
+                at += 3;
+            }
+            b'+' => {
+                decoded.push(b' ');
+                at += 1;
+            }
+            byte => {
+                decoded.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded)
+        .map_err(|_| bad_url(url, "a value in the query does not decode to UTF-8"))
+}
+
 /// A node URL's path: the database, then the query given after the hosts
 /// (`?protocol=resp3`), which every node takes.
 fn with_query(db: &str, query: Option<&str>) -> String {
@@ -344,6 +433,42 @@ mod tests {
         assert_eq!(node.password(), Some("pw"));
         assert_eq!(sentinels.len(), 2);
         assert_eq!(sentinels[0].redis_settings().password(), None);
+    }
+
+    #[test]
+    fn sentinels_take_their_own_credentials_from_the_query() {
+        let url = "redis+sentinel://orders:pw@h1:26379,h2:26380/mymaster/2\
+                   ?protocol=resp3&sentinel_username=watch&sentinel_password=s%26c+r%2Bt";
+        let Topology::Sentinel {
+            sentinels, node, ..
+        } = Topology::parse(url).unwrap()
+        else {
+            panic!("not sentinel");
+        };
+        assert_eq!(
+            (node.username(), node.password()),
+            (Some("orders"), Some("pw"))
+        );
+        assert_eq!(node.db(), 2);
+        assert_eq!(node.protocol(), redis::ProtocolVersion::RESP3);
+        for sentinel in &sentinels {
+            let auth = sentinel.redis_settings();
+            assert_eq!(auth.username(), Some("watch"));
+            assert_eq!(auth.password(), Some("s&c r+t"));
+            assert_eq!(auth.db(), 0);
+        }
+        for bad in [
+            "redis+sentinel://h1:26379/mymaster?sentinel_password=100%",
+            // Elsewhere they would be ignored.
+            "redis://h1:6379/?sentinel_password=pw",
+            "redis+cluster://h1:1,h2:2?protocol=3&sentinel_username=watch",
+            "redis+redlock://h1:1,h2:2,h3:3/?sentinel_password=pw",
+        ] {
+            assert!(
+                matches!(Topology::parse(bad), Err(LockError::Config(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
