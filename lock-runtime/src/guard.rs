@@ -50,6 +50,9 @@ pub struct LockGuard {
     /// lost.
     watched: Option<Watched>,
     released: bool,
+    /// `release()` began, and may have deleted the lock before it was cut
+    /// or failed: the drop's release then finds it gone for that reason.
+    release_began: bool,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -75,6 +78,7 @@ impl LockGuard {
             landing,
             watched: Some(watched),
             released: false,
+            release_began: false,
         }
     }
 
@@ -135,6 +139,7 @@ impl LockGuard {
     /// background; the compare-and-delete makes that safe, and the lease
     /// bounds the lock either way.
     pub async fn release(mut self) -> Result<bool, LockError> {
+        self.release_began = true;
         self.lease().mark_released();
         let mut turn = self.watched.take().and_then(Watched::end);
         let bound = self.core.config.two_calls_bound();
@@ -147,7 +152,7 @@ impl LockGuard {
         // never wait, and a timer would need a runtime.
         let bounded = self.core.host.check_runtime().is_ok();
         let releasing = async move {
-            let letting_go = let_go(&core, &lease, landing, &mut turn);
+            let letting_go = let_go(&core, &lease, landing, &mut turn, false);
             if !bounded {
                 return letting_go.await;
             }
@@ -170,12 +175,15 @@ impl LockGuard {
 /// Lets go of `lease`'s lock if it is still ours, after the acquisition's
 /// calls still in flight ended: passes it to the next task in `turn`'s
 /// line when there is one (see [`crate::handover`]), else deletes it.
-/// True when it was still ours.
+/// True when it was still ours. `sent_before`: a release of this lease was
+/// sent already and cut before its answer, so a lock found gone may be
+/// that release's doing rather than a loss.
 async fn let_go(
     core: &Core,
     lease: &Lease,
     landing: Option<&Landing>,
     turn: &mut Option<Turn>,
+    mut sent_before: bool,
 ) -> Result<bool, LockError> {
     if let Some(landing) = landing {
         landing.landed().await;
@@ -223,9 +231,15 @@ async fn let_go(
             // after it). The lock was ours to the end if either was there.
             Err(err) => {
                 tracing::debug!(key = lease.keys.name(), error = %err, "passing the lock failed; releasing it");
-                if handover.give_back().await {
-                    Counters::bump(&core.counters.released);
-                    return Ok(true);
+                match handover.give_back().await {
+                    Some(true) => {
+                        Counters::bump(&core.counters.released);
+                        return Ok(true);
+                    }
+                    Some(false) => {}
+                    // The pass may have happened, and the giver's token
+                    // be gone for that reason.
+                    None => sent_before = true,
                 }
             }
         }
@@ -233,11 +247,13 @@ async fn let_go(
     if let Some(turn) = turn.as_mut() {
         turn.released();
     }
-    release(core, lease).await
+    release(core, lease, sent_before).await
 }
 
-/// Deletes `lease`'s lock if it is still ours; counts a deletion.
-async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
+/// Deletes `lease`'s lock if it is still ours; counts a deletion, or a lock
+/// found gone as lost unless an earlier call may have deleted it
+/// (`sent_before`, or this call's own first try whose connection broke).
+async fn release(core: &Core, lease: &Lease, sent_before: bool) -> Result<bool, LockError> {
     let mut calls = 0;
     let deleted = retried_once("release", || {
         calls += 1;
@@ -246,9 +262,9 @@ async fn release(core: &Core, lease: &Lease) -> Result<bool, LockError> {
     .await?;
     // A lock already reported lost (its hold cap, or a lease that ran out
     // while its key lingered) is counted once, as lost. One found gone is
-    // counted lost now, unless the answer is a retry's: the first call,
-    // whose connection broke, may have deleted it.
-    let found_gone = !deleted && calls == 1;
+    // counted lost now, unless an earlier call may have deleted it: then
+    // it counts as released.
+    let found_gone = !deleted && calls == 1 && !sent_before;
     if found_gone {
         lost::found_gone_at_release(lease, &core.counters);
     } else if lease.state() != LeaseState::Lost {
@@ -266,8 +282,9 @@ impl Drop for LockGuard {
         let mut turn = self.watched.take().and_then(Watched::end);
         let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
         let bound = self.core.config.two_calls_bound();
+        let sent_before = self.release_began;
         self.core.host.detach(bound, async move {
-            if let Err(err) = let_go(&core, &lease, landing.as_ref(), &mut turn).await {
+            if let Err(err) = let_go(&core, &lease, landing.as_ref(), &mut turn, sent_before).await {
                 tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
             }
             // The next in line takes the lock passed to it, or tries once

@@ -216,18 +216,17 @@ impl Handover {
         self.undo = None;
     }
 
-    /// Gives an untaken hand-over back now, on its route; true when the
-    /// lock was the taker's (so the pass had happened).
-    pub(crate) async fn give_back(mut self) -> bool {
-        let Some(undo) = self.undo.as_ref() else {
-            return false;
-        };
+    /// Gives an untaken hand-over back now, on its route: whether the lock
+    /// was the taker's (so the pass had happened), or None when the release
+    /// failed and that is unknown (the drop then tries once more, in the
+    /// background).
+    pub(crate) async fn give_back(mut self) -> Option<bool> {
+        let undo = self.undo.as_ref()?;
         let released = exclusive::release(&undo.backend, self.route, &undo.keys, &self.token).await;
-        // On an error the drop tries once more, in the background.
         if released.is_ok() {
             self.undo = None;
         }
-        released.unwrap_or(false)
+        released.ok()
     }
 }
 
