@@ -348,8 +348,11 @@ impl Schedule {
         let Some(watched) = self.watched.get_mut(&id) else {
             return;
         };
+        // A quarter of the interval: several tries fit in what is left of
+        // the lease's trust after a failed renewal, down to the shortest
+        // lease (a 10 ms lease is trusted for under 5 ms more).
         let pause =
-            (watched.renew_every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            (watched.renew_every / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
         let due = if std::mem::take(&mut watched.again) {
             now
         } else {
@@ -499,6 +502,34 @@ mod tests {
         let expired = schedule.expire(valid_until);
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].1, Cause::Unconfirmed);
+    }
+
+    #[test]
+    fn a_failed_renewal_of_the_shortest_lease_is_retried_while_it_is_trusted() {
+        let t0 = Instant::now();
+        let held = lease(1, Duration::from_millis(10), t0);
+        let valid_until = held.valid_until();
+        let mut schedule = Schedule::default();
+        schedule.watch(held, true, t0, None);
+        let due = schedule.next_event().expect("watched");
+        let batch = schedule.take_due(due).remove(0);
+        let failed = BatchOutcome {
+            ids: batch.iter().map(|lease| lease.id).collect(),
+            templates: batch.iter().map(|lease| lease.template).collect(),
+            sent_at: due,
+            result: Err(LockError::config("test: a dropped connection")),
+        };
+        assert_eq!(schedule.apply(failed, due).unconfirmed.len(), 1);
+        let retry = schedule.next_event().expect("still watched");
+        // Due while trusted on a timer of millisecond grain, whatever stall
+        // the process recorded (it shortens both the trust and the
+        // interval).
+        assert!(
+            retry + Duration::from_millis(1) < valid_until,
+            "retry {:?} after the send, trusted until {:?}",
+            retry - t0,
+            valid_until - t0
+        );
     }
 
     #[test]
