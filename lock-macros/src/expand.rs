@@ -159,23 +159,23 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
         .into_iter()
         .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
     // Pin the body's type to the declared return type, so that a mistake in
-    // the body is reported in the body, not at the attribute: first by a
-    // `return` never taken, which fixes the block's output before the
-    // body's own `return`s are checked against it, then by the `let`.
-    // (`impl Trait` cannot be named there; such bodies are left to
-    // inference.)
-    let body_block = match &sig.output {
-        ReturnType::Type(_, ty) if !mentions_impl(ty) => quote! {{
-            #[allow(unreachable_code)]
+    // the body is reported in the body, not at the attribute: a `return`
+    // never taken fixes the block's output before the body's own `return`s
+    // and its value are checked against it. (`impl Trait` cannot be named
+    // there; such bodies are left to inference.) The body's statements
+    // follow, ending in its value, rather than `let ret: T = body; ret`:
+    // after a body that never ends (`loop {}`, `todo!()`) nothing generated
+    // is unreachable, so crates that forbid `unreachable_code` can use the
+    // attribute.
+    let pin_output = match &sig.output {
+        ReturnType::Type(_, ty) if !mentions_impl(ty) => quote! {
             if false {
                 return #private::declared_output::<#ty>();
             }
-            #[allow(unreachable_code, clippy::let_and_return)]
-            let #ret: #ty = #block;
-            #ret
-        }},
-        _ => quote!(#block),
+        },
+        _ => TokenStream::new(),
     };
+    let stmts = &block.stmts;
 
     quote! {
         #(#outer_attrs)*
@@ -183,7 +183,10 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
             #(#inner_attrs)*
             let #key: ::std::string::String = #render_key;
             let #locker = #locker_source;
-            let #body = async move #body_block;
+            let #body = async move {
+                #pin_output
+                #(#stmts)*
+            };
             let #ret = #private::run_locked(
                 #locker,
                 #key,
