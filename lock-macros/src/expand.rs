@@ -144,14 +144,15 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
         OnLost::Continue => quote!(#private::OnLost::Continue),
     };
     // Spanned at the return type: "`AppError: From<LockError>` is not
-    // satisfied" then points where the user can fix it.
+    // satisfied", or "must return a `Result`" for a type of the user's own,
+    // then points where the user can fix it.
     let return_span = match &sig.output {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => Span::call_site(),
     };
     let private_at_return = respan(private.clone(), return_span);
     let convert = quote_spanned! {return_span=>
-        ::core::result::Result::Err(#private_at_return::lock_error_into(#error))
+        #private_at_return::lock_error_into(#error)
     };
     let defaultness = modifiers.defaultness;
     // `#![...]` at the top of the body stays at the top of the new body.

@@ -31,8 +31,11 @@ pub(crate) fn check_function(function: &ItemFn, errors: &mut Errors) {
 
 /// Whether `ty` can be a `Result`: any path type except well-known types
 /// that are not (`Option`, numbers, `String`, ...). Aliases such as
-/// `io::Result<T>`, `anyhow::Result<T>` or `Fallible<T>` pass; if one is
-/// not a `Result` after all, the type checker says so at the return type.
+/// `io::Result<T>`, `anyhow::Result<T>` or `Fallible<T>` pass, and so do
+/// the user's own types, which only the type checker can tell apart: the
+/// generated code bounds the return type by a trait that only `Result`
+/// implements, whose message says the same as this check's, at the return
+/// type.
 fn is_result(ty: &Type) -> bool {
     const NOT_RESULTS: &[&str] = &[
         "Option", "String", "str", "Vec", "Box", "Arc", "Rc", "HashMap", "BTreeMap", "HashSet",

@@ -18,11 +18,42 @@ pub fn locker_from<S: LockerSource + ?Sized>(source: &S) -> Result<Locker, LockE
     source.locker().cloned()
 }
 
-/// Converts a lock failure into the function's error type. A generic
-/// function rather than an inline `From::from`, so that functions returning
-/// `Result<_, LockError>` do not trip `clippy::useless_conversion`.
-pub fn lock_error_into<E: From<LockError>>(error: LockError) -> E {
-    E::from(error)
+/// Converts a lock failure into the function's return value,
+/// `Err(E::from(error))`. A generic function rather than an inline
+/// `From::from`, so that functions returning `Result<_, LockError>` do not
+/// trip `clippy::useless_conversion`; bounded by [`ReturnsResult`], which
+/// only `Result` implements, so that a return type of the user's own (an
+/// axum `Response`, a `Receipt`) is reported as not a `Result`, at the
+/// return type where the generated code spans this call.
+pub fn lock_error_into<R>(error: LockError) -> R
+where
+    R: ReturnsResult,
+    R::Error: From<LockError>,
+{
+    R::from_error(R::Error::from(error))
+}
+
+/// A `Result`: what an annotated function must return, so that a lock
+/// failure has somewhere to go.
+#[diagnostic::on_unimplemented(
+    message = "`#[distributed_lock]` functions must return a `Result`, not `{Self}`",
+    label = "not a `Result`",
+    note = "so that a lock failure has somewhere to go: return `Result<T, E>` with `E: From<lock_runtime::LockError>`"
+)]
+pub trait ReturnsResult {
+    /// `E` of `Result<T, E>`.
+    type Error;
+
+    /// `Err(error)`.
+    fn from_error(error: Self::Error) -> Self;
+}
+
+impl<T, E> ReturnsResult for Result<T, E> {
+    type Error = E;
+
+    fn from_error(error: E) -> Self {
+        Err(error)
+    }
 }
 
 /// Never called: the generated code names it in a `return` that is never
