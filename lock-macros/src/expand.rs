@@ -12,14 +12,21 @@
 //!     }
 //! }
 //! ```
+//!
+//! A method that `#[async_trait]` has already turned into a plain `fn`
+//! returning `Box::pin(async move { .. })` gets the same statements inside
+//! that `async move` block (see [`crate::shape`]).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{AttrStyle, FnArg, Ident, ItemFn, Pat, Path, ReturnType, Type};
+use syn::{AttrStyle, Expr, FnArg, Ident, ItemFn, Local, Pat, Path, Stmt, Type};
 
 use crate::args::{Complete, LockArgs, OnLost};
 use crate::errors::Errors;
+use crate::key_template::KeyTemplate;
+use crate::shape::{self, Shape};
 use crate::valid;
 
 /// The whole attribute: parse, check, generate. On any error the original
@@ -42,15 +49,34 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     // mistake (an unknown argument does not hide an unknown placeholder).
     let args = LockArgs::parse(args, &mut errors);
     valid::check_function(&function, &mut errors);
-    if let Some(key) = &args.key {
-        errors.take(key.check(&bindings));
+    if let Some(key) = &args.key
+        && errors.take(key.check(&bindings)).is_none()
+        && let Some(hint) = renamed_parameter_hint(&function, key)
+    {
+        errors.push(hint);
     }
     match (errors.finish(), args.complete()) {
-        (Ok(()), Some(args)) => generate(&args, &bindings, function),
+        (Ok(()), Some(args)) => generate(&args, &bindings, &function),
         (Err(error), _) => with_errors(item, error),
         // An incomplete parse always recorded why.
         (Ok(()), None) => item,
     }
+}
+
+/// Why a placeholder can be missing from a method under `#[async_trait]`:
+/// that attribute renames a destructured parameter (to `__arg1`) before
+/// this one runs, and the names bound inside it are gone from the
+/// signature.
+fn renamed_parameter_hint(function: &ItemFn, key: &KeyTemplate) -> Option<syn::Error> {
+    let renamed = shape::renamed_by_async_trait(function)?;
+    Some(syn::Error::new(
+        key.span(),
+        format!(
+            "`#[async_trait]` renamed a destructured parameter to `{renamed}` before \
+             `#[distributed_lock]` ran: name the whole parameter in the key, and \
+             destructure it in the body"
+        ),
+    ))
 }
 
 fn with_errors(item: TokenStream, error: syn::Error) -> TokenStream {
@@ -102,7 +128,7 @@ fn collect_bindings(pat: &Pat, names: &mut Vec<Ident>) {
     }
 }
 
-fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStream {
+fn generate(args: &Complete, bindings: &[Ident], function: &ItemFn) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
@@ -110,6 +136,46 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
         sig,
         block,
     } = function;
+    let statements = match shape::shape(function) {
+        Shape::Async { output } => locked(args, bindings, output, &block.stmts),
+        // `#[async_trait]` already boxed the body: the lock goes inside the
+        // boxed future, so that it is still taken when the future runs.
+        Shape::Boxed {
+            output,
+            box_pin,
+            future,
+        } => {
+            let body = quiet_key_rebindings(&future.block.stmts, &args.key);
+            let locked = locked(args, bindings, Some(output), &body);
+            let (async_token, capture) = (future.async_token, future.capture);
+            quote!(#box_pin(#async_token #capture { #locked }))
+        }
+        Shape::RuntimeEntry | Shape::NotAsync => {
+            unreachable!("`check_function` refuses a plain `fn`")
+        }
+    };
+    let defaultness = modifiers.defaultness;
+    // `#![...]` at the top of the body stays at the top of the new body.
+    let (inner_attrs, outer_attrs): (Vec<_>, Vec<_>) = attrs
+        .iter()
+        .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
+    quote! {
+        #(#outer_attrs)*
+        #vis #defaultness #sig {
+            #(#inner_attrs)*
+            #statements
+        }
+    }
+}
+
+/// The statements that run `body` only while holding the lock and give its
+/// output, or the lock failure converted into `output`'s error type.
+fn locked(
+    args: &Complete,
+    bindings: &[Ident],
+    output: Option<&Type>,
+    body: &[Stmt],
+) -> TokenStream {
     let default_crate: Path = syn::parse_quote!(::lock_runtime);
     let krate = args.krate.as_ref().unwrap_or(&default_crate);
     let private = quote!(#krate::__private);
@@ -118,7 +184,7 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
     // them, and they cannot shadow the user's names.
     let key = Ident::new("__lock_key", Span::mixed_site());
     let locker = Ident::new("__lock_locker", Span::mixed_site());
-    let body = Ident::new("__lock_body", Span::mixed_site());
+    let body_future = Ident::new("__lock_body", Span::mixed_site());
     let ret = Ident::new("__lock_ret", Span::mixed_site());
     let error = Ident::new("__lock_error", Span::mixed_site());
 
@@ -146,19 +212,11 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
     // Spanned at the return type: "`AppError: From<LockError>` is not
     // satisfied", or "must return a `Result`" for a type of the user's own,
     // then points where the user can fix it.
-    let return_span = match &sig.output {
-        ReturnType::Type(_, ty) => ty.span(),
-        ReturnType::Default => Span::call_site(),
-    };
+    let return_span = output.map_or_else(Span::call_site, Spanned::span);
     let private_at_return = respan(private.clone(), return_span);
     let convert = quote_spanned! {return_span=>
         #private_at_return::lock_error_into(#error)
     };
-    let defaultness = modifiers.defaultness;
-    // `#![...]` at the top of the body stays at the top of the new body.
-    let (inner_attrs, outer_attrs): (Vec<_>, Vec<_>) = attrs
-        .into_iter()
-        .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
     // Pin the body's type to the declared return type, so that a mistake in
     // the body is reported in the body, not at the attribute: a `return`
     // never taken fixes the block's output before the body's own `return`s
@@ -168,47 +226,73 @@ fn generate(args: &Complete, bindings: &[Ident], function: ItemFn) -> TokenStrea
     // after a body that never ends (`loop {}`, `todo!()`) nothing generated
     // is unreachable, so crates that forbid `unreachable_code` can use the
     // attribute.
-    let pin_output = match &sig.output {
-        ReturnType::Type(_, ty) if !mentions_impl(ty) => quote! {
+    let pin_output = match output {
+        Some(ty) if !mentions_impl(ty) => quote! {
             if false {
                 return #private::declared_output::<#ty>();
             }
         },
         _ => TokenStream::new(),
     };
-    let stmts = &block.stmts;
 
     quote! {
-        #(#outer_attrs)*
-        #vis #defaultness #sig {
-            #(#inner_attrs)*
-            let #key: ::std::string::String = #render_key;
-            let #locker = #locker_source;
-            let #body = async move {
-                #pin_output
-                #(#stmts)*
-            };
-            let #ret = #private::run_locked(
-                #locker,
-                #key,
-                #private::Options {
-                    ttl: #ttl,
-                    wait: #wait,
-                    watchdog: #watchdog,
-                    on_lost: #on_lost,
-                    reentrant: #reentrant,
-                    max_hold: #max_hold,
-                    template: #template,
-                },
-                #body,
-            )
-            .await;
-            match #ret {
-                ::core::result::Result::Ok(#ret) => #ret,
-                ::core::result::Result::Err(#error) => #convert,
-            }
+        let #key: ::std::string::String = #render_key;
+        let #locker = #locker_source;
+        let #body_future = async move {
+            #pin_output
+            #(#body)*
+        };
+        let #ret = #private::run_locked(
+            #locker,
+            #key,
+            #private::Options {
+                ttl: #ttl,
+                wait: #wait,
+                watchdog: #watchdog,
+                on_lost: #on_lost,
+                reentrant: #reentrant,
+                max_hold: #max_hold,
+                template: #template,
+            },
+            #body_future,
+        )
+        .await;
+        match #ret {
+            ::core::result::Result::Ok(#ret) => #ret,
+            ::core::result::Result::Err(#error) => #convert,
         }
     }
+}
+
+/// `#[async_trait]` rebinds each parameter at the top of the boxed body
+/// (`let sku = sku;`). One that only the key uses would then be reported
+/// unused, though the key, rendered outside the body, uses it: those
+/// rebindings, and only those, allow it.
+fn quiet_key_rebindings(body: &[Stmt], key: &KeyTemplate) -> Vec<Stmt> {
+    let roots: Vec<&str> = key.roots().collect();
+    let mut body = body.to_vec();
+    for stmt in &mut body {
+        if let Stmt::Local(local) = stmt
+            && rebinds_one_of(local, &roots)
+        {
+            local
+                .attrs
+                .push(syn::parse_quote!(#[allow(unused_variables)]));
+        }
+    }
+    body
+}
+
+/// Whether `local` is `let name = name;` for one of `names`.
+fn rebinds_one_of(local: &Local, names: &[&str]) -> bool {
+    let (Pat::Ident(binding), Some(init)) = (&local.pat, &local.init) else {
+        return false;
+    };
+    let Expr::Path(value) = &*init.expr else {
+        return false;
+    };
+    let name = binding.ident.unraw();
+    value.path.is_ident(&binding.ident) && names.iter().any(|root| name == root)
 }
 
 /// Whether a type names `impl Trait` anywhere (it cannot stand in a `let`).

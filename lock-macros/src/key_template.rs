@@ -147,6 +147,11 @@ impl KeyTemplate {
     }
 
     /// The template as written, for the lock's metrics and traces.
+    /// The key literal, where its mistakes are reported.
+    pub(crate) fn span(&self) -> Span {
+        self.lit.span()
+    }
+
     pub(crate) fn text(&self) -> String {
         self.lit.value()
     }
@@ -176,7 +181,9 @@ impl KeyTemplate {
         errors.finish()
     }
 
-    fn roots(&self) -> impl Iterator<Item = &str> {
+    /// The parameter each placeholder starts with (`order` in
+    /// `<order.id>`).
+    pub(crate) fn roots(&self) -> impl Iterator<Item = &str> {
         self.segments.iter().filter_map(|segment| match segment {
             Segment::Placeholder(path) => match path.first() {
                 Some(Part::Name { name, .. }) => Some(name.as_str()),

@@ -6,6 +6,7 @@ mod duration;
 mod errors;
 mod expand;
 mod key_template;
+mod shape;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -40,6 +41,10 @@ use proc_macro::TokenStream;
 /// `locker` (an expression giving
 /// a `Locker` or a static cell holding one; default the global locker) and
 /// `crate` (the runtime's path when renamed). See the `lock_runtime` docs.
+///
+/// A method of an impl under `#[async_trait]` works too: the lock is taken
+/// inside the future that attribute boxes. With `#[tokio::test]` or
+/// `#[tokio::main]`, put this attribute above it.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(args.into(), item.into()).into()

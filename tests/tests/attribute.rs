@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use lock_tests::fixtures::STALL_ROOM;
 use lock_tests::{RedisServer, Worker};
+use tokio::sync::Notify;
 
 async fn locker(server: &RedisServer) -> Locker {
     Locker::connect(LockConfig::from_url(&server.url()).unwrap())
@@ -338,6 +339,51 @@ async fn trait_impl_methods_are_locked_too() {
         before <= first && first < second && second <= after,
         "{before} {first} {second} {after}"
     );
+}
+
+/// A trait that `dyn` needs: `#[async_trait]` on the impl expands first and
+/// boxes the method's body before the attribute sees it.
+#[async_trait::async_trait]
+trait Shelf {
+    async fn take(&self, sku: u64, entered: &Notify, leave: &Notify) -> Result<String, LockError>;
+}
+
+struct Stockroom {
+    locker: Locker,
+}
+
+#[async_trait::async_trait]
+impl Shelf for Stockroom {
+    #[distributed_lock(key = "shelf:<sku>", wait = "0s", locker = self.locker)]
+    async fn take(&self, sku: u64, entered: &Notify, leave: &Notify) -> Result<String, LockError> {
+        entered.notify_one();
+        leave.notified().await;
+        let lock = lock_runtime::current().expect("the body runs under the lock");
+        Ok(lock.key().to_owned())
+    }
+}
+
+/// The store does not matter here, so the in-memory one serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_trait_methods_are_locked_too() {
+    let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+    let shelf: Arc<dyn Shelf + Send + Sync> = Arc::new(Stockroom { locker });
+    let (entered, leave) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holder = tokio::spawn({
+        let (shelf, entered, leave) = (shelf.clone(), entered.clone(), leave.clone());
+        async move { shelf.take(7, &entered, &leave).await }
+    });
+    entered.notified().await;
+    // Let in, this call would leave at once and answer Ok.
+    let open = Notify::new();
+    open.notify_one();
+    let busy = shelf.take(7, &Notify::new(), &open).await;
+    assert!(
+        matches!(busy, Err(LockError::Timeout { .. })),
+        "the key was free: {busy:?}"
+    );
+    leave.notify_one();
+    assert_eq!(holder.await.unwrap().unwrap(), "shelf:7");
 }
 
 #[distributed_lock(key = "layer:<n>", locker = locker)]
