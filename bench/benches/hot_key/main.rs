@@ -159,12 +159,6 @@ async fn run(admin: &Admin, url: &str, way: Way, buyers: usize, sizes: &Sizes) -
     let wait_for_start = start_at_ms.saturating_sub(now_ms) - 200;
     tokio::time::sleep(Duration::from_millis(wait_for_start)).await;
     let before = admin.counters().await?;
-    // The server's work is read at the end of the run, like the deductions
-    // counted: buyers still in line then finish, but neither counts.
-    let end_ms = start_at_ms + u64::try_from(run_for.as_millis())?;
-    let now_ms = u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis())?;
-    tokio::time::sleep(Duration::from_millis(end_ms.saturating_sub(now_ms))).await;
-    let after = admin.counters().await?;
     let mut total = WorkerReport::default();
     for (worker, child) in children.iter_mut().enumerate() {
         let stdout = child.stdout.take().ok_or("a worker without stdout")?;
@@ -190,6 +184,10 @@ async fn run(admin: &Admin, url: &str, way: Way, buyers: usize, sizes: &Sizes) -
             return Err(format!("a {} worker failed: {status}", way.name()).into());
         }
     }
+    // The server's work is read once the workers ended, over the same span
+    // as the deductions written: buyers still in line at the deadline
+    // finish theirs, and their commands count with them (per deduction).
+    let after = admin.counters().await?;
     let stock_left: u64 = redis::cmd("GET")
         .arg(STOCK_KEY)
         .query_async(&mut conn)
