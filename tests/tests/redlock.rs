@@ -994,44 +994,29 @@ async fn slow_masters_are_waited_out_within_the_wait() {
     assert!(guard.release().await.unwrap());
 }
 
-/// A `release()` dropped while it waits for the acquisition's calls still
-/// running on a slow master leaves its release to the guard's drop, which
-/// waits for those calls too: otherwise, on the slow master, the
-/// acquisition's second step (the script, sent after the plain commands'
-/// answer) would land after that release and take the key again, held by
-/// nobody for the whole lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_dropped_while_waiting_for_a_slow_master_leaves_nothing_held() {
-    // Above 5000 the release is not cut (a control for the test itself).
-    const CUT_MS: u64 = 20;
+/// Three masters, the third behind a proxy 150 ms away each way whose
+/// fence counter is gone (evicted, say): a grant there needs the script
+/// after the plain commands, a second step that lands 600 ms after the
+/// acquisition. The scripts are loaded.
+async fn a_slow_third_master_with_two_steps() -> (Vec<RedisServer>, FaultProxy, Locker) {
     let masters = start_masters(3);
     let proxy = FaultProxy::start(masters[2].port());
     let url = redlock_url([masters[0].port(), masters[1].port(), proxy.port()]);
     let locker = locker(&url).await;
     let warm = locker.lock("warm").acquire().await.unwrap();
     assert!(warm.release().await.unwrap());
-    // The slow master's counter is gone (evicted, say): its grant needs the
-    // script after the plain commands, a second step.
     tokio::task::block_in_place(|| {
         masters[2].cmd(&["DEL", "lock:fence-counter"]);
     });
     proxy.set_latency(Duration::from_millis(150));
-    let key = lock_tests::fixtures::lock_key("dropped-release");
-    let guard = locker
-        .lock("dropped-release")
-        .ttl(Duration::from_secs(30))
-        .acquire()
-        .await
-        .unwrap();
-    // The caller gives up on the release (a timeout around it): the guard's
-    // drop releases in the background.
-    let released = tokio::time::timeout(Duration::from_millis(CUT_MS), guard.release()).await;
-    assert!(
-        CUT_MS > 5000 || released.is_err(),
-        "the release waits for the slow master's calls"
-    );
-    // Every call long ended (two round trips of 300 ms on the slow master).
+    (masters, proxy, locker)
+}
+
+/// Once every call long ended (two round trips of 300 ms on the slow
+/// master), no master holds lock `name`.
+async fn nothing_held_after_the_slow_calls(masters: &[RedisServer], name: &str) {
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let key = lock_tests::fixtures::lock_key(name);
     let left: Vec<bool> =
         tokio::task::block_in_place(|| masters.iter().map(|master| exists(master, &key)).collect());
     assert_eq!(
@@ -1040,6 +1025,30 @@ async fn a_release_dropped_while_waiting_for_a_slow_master_leaves_nothing_held()
         "a key held by nobody (pttl on the slow master: {})",
         lock_tests::fixtures::pttl(&masters[2], &key)
     );
+}
+
+/// A `release()` dropped while it waits for the acquisition's calls still
+/// running on a slow master leaves its release to the guard's drop, which
+/// waits for those calls too: otherwise, on the slow master, the
+/// acquisition's second step would land after that release and take the
+/// key again, held by nobody for the whole lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_dropped_while_waiting_for_a_slow_master_leaves_nothing_held() {
+    let (masters, _proxy, locker) = a_slow_third_master_with_two_steps().await;
+    let guard = locker
+        .lock("dropped-release")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    // The caller gives up on the release (a timeout around it): the guard's
+    // drop releases in the background.
+    let released = tokio::time::timeout(Duration::from_millis(20), guard.release()).await;
+    assert!(
+        released.is_err(),
+        "the release waits for the slow master's calls"
+    );
+    nothing_held_after_the_slow_calls(&masters, "dropped-release").await;
 }
 
 #[lock_runtime::distributed_lock(key = "annotated:<name>", ttl = "30s", locker = locker)]
@@ -1053,29 +1062,11 @@ async fn briefly(locker: &Locker, name: &str) -> Result<(), LockError> {
 /// master's calls) leaves no key held by nobody.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_annotated_call_cut_during_its_release_leaves_nothing_held() {
-    let masters = start_masters(3);
-    let proxy = FaultProxy::start(masters[2].port());
-    let url = redlock_url([masters[0].port(), masters[1].port(), proxy.port()]);
-    let locker = locker(&url).await;
-    let warm = locker.lock("warm").acquire().await.unwrap();
-    assert!(warm.release().await.unwrap());
-    tokio::task::block_in_place(|| {
-        masters[2].cmd(&["DEL", "lock:fence-counter"]);
-    });
-    proxy.set_latency(Duration::from_millis(150));
+    let (masters, _proxy, locker) = a_slow_third_master_with_two_steps().await;
     // The body takes 20 ms; the slow master's two steps take 600 ms.
     let cut = tokio::time::timeout(Duration::from_millis(150), briefly(&locker, "x")).await;
     assert!(cut.is_err(), "cut while releasing");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let key = lock_tests::fixtures::lock_key("annotated:x");
-    let left: Vec<bool> =
-        tokio::task::block_in_place(|| masters.iter().map(|master| exists(master, &key)).collect());
-    assert_eq!(
-        left,
-        [false, false, false],
-        "a key held by nobody (pttl on the slow master: {})",
-        lock_tests::fixtures::pttl(&masters[2], &key)
-    );
+    nothing_held_after_the_slow_calls(&masters, "annotated:x").await;
 }
 
 /// A renewal that reaches a master which came back empty seeds its counter
