@@ -62,7 +62,7 @@ const METERED_CALLS: u64 = 1_000;
 /// different runs apart. Interleaving exposes both to the same moment-to-
 /// moment noise, which a 2 % comparison needs. Each variant's ops/s is its
 /// calls divided by the time spent in them. Then each variant makes
-/// [`METERED_CALLS`] more calls alone, metered by `admin`: the server and
+/// 1,000 more calls alone, metered by `admin`: the server and
 /// client CPU and commands per call of each, not of the two together.
 pub async fn run(
     locker: &Locker,
