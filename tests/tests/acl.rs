@@ -85,8 +85,9 @@ async fn the_documented_acl_runs_the_whole_lock_path_on_redlock() {
     whole_path_as_orders("redlock", &masters).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_documented_acl_runs_the_whole_lock_path_through_sentinel() {
+/// A Sentinel setup whose master and replica have the documented lock
+/// user, `orders`, with the commands Sentinel needs besides.
+fn sentinel_with_the_lock_user() -> SentinelSetup {
     let setup = tokio::task::block_in_place(SentinelSetup::start);
     for server in [&setup.master, &setup.replica] {
         set_user(
@@ -96,6 +97,12 @@ async fn the_documented_acl_runs_the_whole_lock_path_through_sentinel() {
             &format!("{LOCK_USER} {SENTINEL_EXTRA}"),
         );
     }
+    setup
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_runs_the_whole_lock_path_through_sentinel() {
+    let setup = sentinel_with_the_lock_user();
     // The credentials are the master's; the sentinels are asked without.
     let url = setup.url().replace("://", "://orders:orders-pw@");
     let connect = || Locker::connect(config(&url).key_prefix("orders:lock:"));
@@ -205,15 +212,7 @@ async fn the_documented_acl_locks_on_a_database_named_in_the_url() {
 /// least-privilege user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_with_a_password_in_front_of_an_acl_master() {
-    let setup = tokio::task::block_in_place(SentinelSetup::start);
-    for server in [&setup.master, &setup.replica] {
-        set_user(
-            server,
-            "orders",
-            "orders:lock:",
-            &format!("{LOCK_USER} {SENTINEL_EXTRA}"),
-        );
-    }
+    let setup = sentinel_with_the_lock_user();
     for sentinel in setup.sentinels() {
         assert_eq!(
             sentinel.cmd(&[
