@@ -105,7 +105,7 @@ impl Topology {
                         "name the master after the hosts: `redis+sentinel://h1:26379,h2:26379/mymaster`",
                     ));
                 }
-                let (query, sentinel_auth) = sentinel_credentials(url, query)?;
+                let (query, sentinel_auth) = sentinel_credentials(query);
                 let db = with_query(path.next().unwrap_or_default(), query.as_deref());
                 // The master's credentials and database ride on a node URL.
                 let node = node_info(url, &hosts.node_url(hosts.hosts[0], &db))?
@@ -294,57 +294,25 @@ fn names_sentinel_credentials(url: &str) -> bool {
 /// [`SENTINEL_PASSWORD`]) off a Sentinel URL's query: they are for the
 /// sentinels alone, and the rest of the query (`protocol=resp3`) stays
 /// the master's. Values are decoded as the `redis` crate decodes a socket
-/// URL's `pass=` (percent-encoding, `+` for a space).
-fn sentinel_credentials(
-    url: &str,
-    query: Option<&str>,
-) -> Result<(Option<String>, redis::RedisConnectionInfo), LockError> {
+/// URL's `pass=` (form decoding: percent-escapes, `+` for a space).
+fn sentinel_credentials(query: Option<&str>) -> (Option<String>, redis::RedisConnectionInfo) {
     let mut rest = Vec::new();
     let mut auth = redis::RedisConnectionInfo::default();
     for pair in query.into_iter().flat_map(|query| query.split('&')) {
+        let decoded = || {
+            form_urlencoded::parse(pair.as_bytes())
+                .next()
+                .map(|(_, value)| value.into_owned())
+                .unwrap_or_default()
+        };
         match pair.split_once('=') {
-            Some((SENTINEL_USERNAME, value)) => auth = auth.set_username(form_decoded(url, value)?),
-            Some((SENTINEL_PASSWORD, value)) => auth = auth.set_password(form_decoded(url, value)?),
+            Some((SENTINEL_USERNAME, _)) => auth = auth.set_username(decoded()),
+            Some((SENTINEL_PASSWORD, _)) => auth = auth.set_password(decoded()),
             _ => rest.push(pair),
         }
     }
     let rest = (!rest.is_empty()).then(|| rest.join("&"));
-    Ok((rest, auth))
-}
-
-/// A query value with its `%XX` escapes and `+` (a space) decoded.
-fn form_decoded(url: &str, value: &str) -> Result<String, LockError> {
-    let bytes = value.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'%' => {
-                let escape = bytes
-                    .get(at + 1..at + 3)
-                    .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-                    .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-                let Some(byte) = escape else {
-                    return Err(bad_url(
-                        url,
-                        "a `%` in the query is not followed by two hex digits; write a `%` as `%25`",
-                    ));
-                };
-                decoded.push(byte);
-                at += 3;
-            }
-            b'+' => {
-                decoded.push(b' ');
-                at += 1;
-            }
-            byte => {
-                decoded.push(byte);
-                at += 1;
-            }
-        }
-    }
-    String::from_utf8(decoded)
-        .map_err(|_| bad_url(url, "a value in the query does not decode to UTF-8"))
+    (rest, auth)
 }
 
 /// A node URL's path: the database, then the query given after the hosts
@@ -457,8 +425,15 @@ mod tests {
             assert_eq!(auth.password(), Some("s&c r+t"));
             assert_eq!(auth.db(), 0);
         }
+        // A `%` not followed by two hex digits stays as it is, as redis-rs
+        // reads it in a socket URL's `pass=`.
+        let Topology::Sentinel { sentinels, .. } =
+            Topology::parse("redis+sentinel://h1:26379/mymaster?sentinel_password=100%").unwrap()
+        else {
+            panic!("not sentinel");
+        };
+        assert_eq!(sentinels[0].redis_settings().password(), Some("100%"));
         for bad in [
-            "redis+sentinel://h1:26379/mymaster?sentinel_password=100%",
             // Elsewhere they would be ignored.
             "redis://h1:6379/?sentinel_password=pw",
             "redis+cluster://h1:1,h2:2?protocol=3&sentinel_username=watch",
