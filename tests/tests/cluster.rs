@@ -417,6 +417,52 @@ async fn a_release_wakes_the_waiter_on_every_shard() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_waiters_on_keys_of_every_shard_is_woken_by_their_releases() {
+    // Their subscriptions are taken together, one per slot's node at once.
+    const KEYS: usize = 60;
+    let cluster = RedisCluster::start();
+    let holder = locker(&cluster).await;
+    let waiter = slow_waiter(&cluster).await;
+    let mut guards = Vec::new();
+    for n in 0..KEYS {
+        let request = holder
+            .lock(format!("burst:{n}"))
+            .ttl(Duration::from_secs(60));
+        guards.push(request.acquire().await.unwrap());
+    }
+    let waiters: Vec<_> = (0..KEYS)
+        .map(|n| {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let request = waiter.lock(format!("burst:{n}")).wait(SLOW_BACKOFF);
+                request.acquire().await.map(drop)
+            })
+        })
+        .collect();
+    // Subscribed, tried once more, asleep: a release before the sleep
+    // would be met by that try and wake no one.
+    lock_tests::fixtures::eventually("every waiter asleep", SLOW_BACKOFF, || {
+        waiter.stats().asleep == KEYS as u64
+    })
+    .await;
+    for guard in guards {
+        assert!(guard.release().await.unwrap());
+    }
+    let woken = async {
+        for waiter in waiters {
+            waiter.await.unwrap().unwrap();
+        }
+    };
+    // Far below the 20 s backoff, and not by a timer (counted below).
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("not every waiter was woken by its release");
+    let stats = waiter.stats();
+    assert_eq!(stats.timer_wakeups, 0, "{stats:?}");
+    assert!(stats.release_wakeups >= KEYS as u64, "{stats:?}");
+}
+
 /// The waiter's subscription follows the channel's slot to its new node:
 /// the old node drops it, the listener subscribes again on the new one.
 #[test]

@@ -288,3 +288,59 @@ async fn a_release_wakes_one_waiter_not_the_whole_line() {
         "{calls} scripts for {WAITERS} handoffs"
     );
 }
+
+/// Channels `server` has subscribers on (`PUBSUB CHANNELS`).
+fn channels_listened_on(server: &RedisServer) -> usize {
+    match server.cmd(&["PUBSUB", "CHANNELS"]) {
+        redis::Value::Array(channels) => channels.len(),
+        other => panic!("PUBSUB CHANNELS: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_waiters_on_distinct_keys_is_subscribed_in_a_few_commands() {
+    // A sale over many items at once: each key busy, one waiter on each.
+    // Subscribing them a round trip at a time made the last waiter (and
+    // every release message queued behind the subscriptions) wait for
+    // hundreds of round trips.
+    const KEYS: usize = 300;
+    let server = RedisServer::start();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, Some(SLOW_BACKOFF)).await;
+    let mut guards = Vec::new();
+    for n in 0..KEYS {
+        let request = holder
+            .lock(format!("item:{n}"))
+            .ttl(Duration::from_secs(60));
+        guards.push(request.acquire().await.unwrap());
+    }
+    let waiters: Vec<_> = (0..KEYS)
+        .map(|n| {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let request = waiter.lock(format!("item:{n}")).wait(SLOW_BACKOFF);
+                request.acquire().await.map(drop)
+            })
+        })
+        .collect();
+    eventually("every waiter listening", SLOW_BACKOFF, || {
+        channels_listened_on(&server) == KEYS
+    })
+    .await;
+    // The waiters arrive while earlier subscriptions are on their way: those
+    // queued meanwhile go together. One command each would be about KEYS.
+    let commands = command_calls(&server, "subscribe");
+    assert!(
+        commands <= (KEYS / 2) as u64,
+        "{commands} SUBSCRIBE commands for {KEYS} channels"
+    );
+    // And every one of them is woken by its release, not by its backoff.
+    let released = Instant::now();
+    for guard in guards {
+        assert!(guard.release().await.unwrap());
+    }
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
+    assert!(released.elapsed() < WAKE_BOUND, "{:?}", released.elapsed());
+}

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
-use super::inbox::{Command, Inbox, Timeouts};
+use super::inbox::{Batch, Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd, serve};
 use super::sightings::Release;
 use super::waiters::{Subscription, Waiters};
@@ -190,21 +190,23 @@ async fn session(
     loop {
         tokio::select! {
             command = inbox.recv() => match command {
-                Some(Command::Subscribe { channel, confirmed }) => {
-                    if !subscribed.contains(&channel) {
-                        if let Err(end) = bounded(timeouts.response, sink.subscribe(&channel)).await {
+                Some(first) => {
+                    let batch = Batch::take(first, inbox);
+                    let fresh = batch.new_channels(&subscribed);
+                    if !fresh.is_empty() {
+                        if let Err(end) = bounded(timeouts.response, sink.subscribe(&fresh)).await {
                             return end;
                         }
-                        subscribed.insert(channel);
+                        subscribed.extend(fresh);
                     }
-                    let _ = confirmed.send(true);
-                }
-                Some(Command::Unsubscribe { channel }) => {
-                    // A new waiter may have come for it meanwhile.
-                    let still_wanted = waiters.is_wanted(&channel);
-                    if !still_wanted
-                        && subscribed.remove(&channel)
-                        && let Err(end) = bounded(timeouts.response, sink.unsubscribe(&channel)).await
+                    // A new waiter may have come for a channel meanwhile.
+                    let unwanted: Vec<String> = batch
+                        .confirm()
+                        .into_iter()
+                        .filter(|channel| !waiters.is_wanted(channel) && subscribed.remove(channel))
+                        .collect();
+                    if !unwanted.is_empty()
+                        && let Err(end) = bounded(timeouts.response, sink.unsubscribe(&unwanted)).await
                     {
                         return end;
                     }

@@ -22,12 +22,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind};
 use tokio::sync::mpsc;
 
-use super::inbox::{Command, Inbox, Timeouts};
+use super::inbox::{Batch, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd};
 use super::sightings::Release;
 use super::waiters::Waiters;
@@ -87,27 +88,25 @@ async fn session(
         sharded: true,
         subscribed: HashSet::new(),
     };
-    for channel in waiters.channels() {
-        if let Err(end) = channels.subscribe(channel).await {
-            return end;
-        }
+    if let Err(end) = channels.subscribe_all(waiters.channels()).await {
+        return end;
     }
     opening.subscribed(waiters);
     loop {
         tokio::select! {
             command = inbox.recv() => match command {
-                Some(Command::Subscribe { channel, confirmed }) => {
-                    if let Err(end) = channels.subscribe(channel).await {
+                Some(first) => {
+                    let batch = Batch::take(first, inbox);
+                    if let Err(end) = channels.subscribe_all(batch.new_channels(&channels.subscribed)).await {
                         return end;
                     }
-                    let _ = confirmed.send(true);
-                }
-                Some(Command::Unsubscribe { channel }) => {
-                    // A new waiter may have come for it meanwhile.
-                    if !waiters.is_wanted(&channel)
-                        && let Err(end) = channels.unsubscribe(&channel).await
-                    {
-                        return end;
+                    for channel in batch.confirm() {
+                        // A new waiter may have come for it meanwhile.
+                        if !waiters.is_wanted(&channel)
+                            && let Err(end) = channels.unsubscribe(&channel).await
+                        {
+                            return end;
+                        }
                     }
                 }
                 None => return SessionEnd::Shutdown,
@@ -211,6 +210,46 @@ impl Channels {
             }
             Err(err) => Err(session_end(err)),
         }
+    }
+
+    /// Subscribes to each of `channels` not subscribed yet, all at once:
+    /// each shard channel goes to its own slot's node, so one command
+    /// cannot carry them, but their round trips overlap.
+    async fn subscribe_all(&mut self, channels: Vec<String>) -> Result<(), SessionEnd> {
+        let fresh: HashSet<String> = channels
+            .into_iter()
+            .filter(|channel| !self.subscribed.contains(channel))
+            .collect();
+        let (sharded, this) = (self.sharded, &*self);
+        let answers = join_all(fresh.into_iter().map(|channel| {
+            let mut connection = this.connection.clone();
+            async move {
+                let call = async {
+                    if sharded {
+                        connection.ssubscribe(&channel).await
+                    } else {
+                        connection.subscribe(&channel).await
+                    }
+                };
+                let answer = this.bounded(call).await;
+                (channel, answer)
+            }
+        }))
+        .await;
+        for (channel, answer) in answers {
+            match answer {
+                Ok(()) => {
+                    self.subscribed.insert(channel);
+                }
+                // No sharded pub/sub: `subscribe` learns it and goes on
+                // with plain `SUBSCRIBE`.
+                Err(Some(err)) if sharded && is_unknown_command(&err) => {
+                    self.subscribe(channel).await?;
+                }
+                Err(err) => return Err(session_end(err)),
+            }
+        }
+        Ok(())
     }
 
     /// Unsubscribes from `channel` if subscribed.
