@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, Locker};
-use lock_tests::fixtures::{config, exists, hold_renew_and_hand_over};
+use lock_runtime::{LockConfig, LockError, Locker};
+use lock_tests::fixtures::{
+    CONNECT_TIMEOUT, RESPONSE_TIMEOUT, config, exists, hold_renew_and_hand_over,
+};
+use lock_tests::sentinel::MASTER_NAME;
 use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 
 /// What every lock user needs, with `{prefix}` for its key prefix (the
@@ -237,11 +240,47 @@ async fn sentinels_with_a_password_in_front_of_an_acl_master() {
         .await
         .unwrap_or_else(|err| panic!("{err}"));
     let guard = locker.lock("who").acquire().await.unwrap();
-    let clients = match setup.master.cmd(&["CLIENT", "LIST"]) {
+    assert!(clients_as(&setup.master, "orders") > 0);
+    assert!(guard.release().await.unwrap());
+}
+
+/// Connections `server` has open as ACL user `user`.
+fn clients_as(server: &RedisServer, user: &str) -> usize {
+    let clients = match server.cmd(&["CLIENT", "LIST"]) {
         redis::Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
         redis::Value::VerbatimString { text, .. } => text,
-        other => format!("{other:?}"),
+        other => panic!("CLIENT LIST: {other:?}"),
     };
-    assert!(clients.contains("user=orders"), "{clients}");
+    let as_user = format!(" user={user} ");
+    clients
+        .lines()
+        .filter(|line| line.contains(&as_user))
+        .count()
+}
+
+/// The same without a URL: `LockConfig::sentinel` with the sentinels'
+/// password in their URLs, and the master's login set apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_logs_in_to_a_sentinel_master_as_its_user() {
+    let setup = sentinel_with_the_lock_user();
+    let mut sentinels = Vec::new();
+    for sentinel in setup.sentinels() {
+        let reply = sentinel.cmd(&["ACL", "SETUSER", "default", "on", "resetpass", ">s-pw"]);
+        assert_eq!(reply, redis::Value::Okay);
+        sentinels.push(format!("redis://:s-pw@127.0.0.1:{}", sentinel.port()));
+    }
+    let config = LockConfig::sentinel(&sentinels, MASTER_NAME)
+        .unwrap()
+        .sentinel_master_auth(Some("orders"), "orders-pw")
+        .key_prefix("orders:lock:")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT);
+    assert_eq!(clients_as(&setup.master, "orders"), 0);
+    let locker = Locker::connect(config)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let guard = locker.lock("who").acquire().await.unwrap();
+    assert!(exists(&setup.master, "orders:lock:{who}"));
+    assert!(clients_as(&setup.master, "orders") > 0);
     assert!(guard.release().await.unwrap());
 }

@@ -58,6 +58,9 @@ pub struct LockConfig {
     pub(crate) restart_quarantine: Option<Duration>,
     pub(crate) tls: tls::TlsSettings,
     pub(crate) holder_label: Option<String>,
+    /// [`LockConfig::sentinel_master_auth`] given for another topology,
+    /// reported by `validate`.
+    misplaced_master_auth: bool,
 }
 
 impl LockConfig {
@@ -220,6 +223,7 @@ impl LockConfig {
             restart_quarantine: None,
             tls: tls::TlsSettings::default(),
             holder_label: None,
+            misplaced_master_auth: false,
         }
     }
 
@@ -343,6 +347,32 @@ impl LockConfig {
         self
     }
 
+    /// Sentinel: the ACL user (`None`: the default user) and password to
+    /// log in to the master the sentinels name, and to the replica that
+    /// replaces it after a failover (the credentials in the sentinels'
+    /// URLs are the sentinels' own). The same as `user:pass@` in a
+    /// `redis+sentinel://` URL. Any other deployment takes its credentials
+    /// in its URLs: set here, it is a [`LockError::Config`] at `connect`.
+    ///
+    /// ```
+    /// let config = lock_runtime::LockConfig::sentinel(["redis://:sentinel-pw@10.0.0.1:26379"], "orders")?
+    ///     .sentinel_master_auth(Some("orders"), "orders-pw");
+    /// # Ok::<(), lock_runtime::LockError>(())
+    /// ```
+    pub fn sentinel_master_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        match &mut self.topology {
+            Topology::Sentinel { node, .. } => {
+                let mut login = std::mem::take(node).set_password(password);
+                if let Some(username) = username {
+                    login = login.set_username(username);
+                }
+                *node = login;
+            }
+            _ => self.misplaced_master_auth = true,
+        }
+        self
+    }
+
     /// TLS: trust the CA certificates in `pem` (PEM) instead of the
     /// built-in roots, for servers whose certificates a private CA signed.
     /// Applies to every server of the deployment reached with `rediss`.
@@ -425,6 +455,12 @@ impl LockConfig {
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
         rules::check_ttl(self.default_ttl, "default_ttl")?;
+        if self.misplaced_master_auth {
+            return Err(LockError::config(format!(
+                "sentinel_master_auth is for a Sentinel deployment, not a `{}` one; put the credentials in its URL (`redis://user:password@host:port`)",
+                self.topology.kind()
+            )));
+        }
         if self.tls.is_set() && !cfg!(feature = "tls") {
             return Err(tls::tls_unsupported("a TLS certificate setting"));
         }
@@ -703,6 +739,43 @@ mod tests {
     fn debug_does_not_print_the_password() {
         let config = LockConfig::from_url("redis://u:secret@127.0.0.1:6379/").unwrap();
         assert!(!format!("{config:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_sentinel_masters_login_is_set_on_sentinel_only() {
+        let config = LockConfig::sentinel(["redis://h:26379"], "orders")
+            .unwrap()
+            .sentinel_master_auth(Some("orders"), "secret");
+        let Topology::Sentinel { node, .. } = &config.topology else {
+            panic!("not Sentinel");
+        };
+        assert_eq!(
+            (node.username(), node.password()),
+            (Some("orders"), Some("secret"))
+        );
+        assert!(config.validate().is_ok());
+        assert!(!format!("{config:?}").contains("secret"));
+        let config = LockConfig::sentinel(["redis://h:26379"], "orders")
+            .unwrap()
+            .sentinel_master_auth(None, "pw");
+        let Topology::Sentinel { node, .. } = &config.topology else {
+            panic!("not Sentinel");
+        };
+        assert_eq!((node.username(), node.password()), (None, Some("pw")));
+        for config in [
+            LockConfig::from_url("redis://h:6379").unwrap(),
+            LockConfig::cluster(["redis://h:7000"]).unwrap(),
+            LockConfig::redlock(["redis://a:1", "redis://b:1", "redis://c:1"]).unwrap(),
+            LockConfig::in_memory(),
+        ] {
+            let err = config
+                .sentinel_master_auth(None, "secret")
+                .validate()
+                .unwrap_err();
+            assert!(matches!(err, LockError::Config(_)), "{err:?}");
+            assert!(err.to_string().contains("in its URL"), "{err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
     }
 
     #[test]
