@@ -225,7 +225,9 @@ impl<'a> MultiHost<'a> {
             Some((rest, fragment)) => (rest, Some(fragment)),
             None => (rest, None),
         };
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        // The hosts end at the path, or at a query given without one
+        // (`h1:1,h2:2?protocol=resp3`), as one server's URL allows.
+        let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
         let (auth, host_list) = match authority.rsplit_once('@') {
             Some((auth, hosts)) => (Some(auth), hosts),
             None => (None, authority),
@@ -442,6 +444,27 @@ mod tests {
             assert!(
                 matches!(Topology::parse(bad), Err(LockError::Config(_))),
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_query_right_after_the_hosts_applies_to_every_node() {
+        // As `redis://h:1?protocol=resp3` does for one server.
+        let Topology::Cluster { nodes } =
+            Topology::parse("redis+cluster://h1:1,h2:2?protocol=resp3").unwrap()
+        else {
+            panic!("not cluster");
+        };
+        let Topology::Redlock { masters } =
+            Topology::parse("redis+redlock://a:1,b:2,c:3?protocol=resp3").unwrap()
+        else {
+            panic!("not redlock");
+        };
+        for node in nodes.iter().chain(&masters) {
+            assert_eq!(
+                node.redis_settings().protocol(),
+                redis::ProtocolVersion::RESP3
             );
         }
     }
