@@ -144,3 +144,48 @@ async fn cluster_seeds_that_cannot_work_together_are_config_errors() {
         );
     }
 }
+
+/// A password holding an unencoded `?` or `#` after digits
+/// (`orders:1234?x@host`) reads as host `orders`, port 1234, and the rest
+/// as a query or fragment: such a URL parsed, and its connect errors and
+/// `Debug` named `orders:1234`, the password's start. The README says it
+/// does not parse and that its error shows no part of the password.
+#[test]
+fn an_unencoded_question_mark_or_hash_in_a_password_is_a_config_error() {
+    let secret = "1234";
+    let forms = [
+        "redis://orders:1234?x@redis.internal:6379/",
+        "redis://orders:1234#x@redis.internal:6379/",
+        "rediss://orders:1234#x@redis.internal:6379/",
+        "redis+cluster://orders:1234?x@h1:7000,h2:7000",
+        "redis+cluster://orders:1234#x@h1:7000,h2:7000",
+        "redis+redlock://:1234?x@h1:1,h2:1,h3:1",
+        "redis+sentinel://orders:1234#x@h1:26379/mymaster",
+    ];
+    for url in forms {
+        let message = is_config_error(LockConfig::from_url(url));
+        assert!(
+            message.contains("percent-encode") && !message.contains(secret),
+            "{url}: {message}"
+        );
+    }
+    let nodes = [
+        LockConfig::cluster(["redis://orders:1234?x@h1:7000"]),
+        LockConfig::redlock(["redis://:1234#x@h1:1", "redis://h2:1", "redis://h3:1"]),
+        LockConfig::sentinel(["redis://:1234?x@h1:26379"], "mymaster"),
+    ];
+    for config in nodes {
+        let message = is_config_error(config);
+        assert!(!message.contains(secret), "{message}");
+    }
+    // An `@` in a query after the path stays a query's business.
+    for fine in [
+        "redis+sentinel://h1:26379/mymaster?sentinel_password=p@ss",
+        "redis://127.0.0.1:6379/?protocol=3",
+        "redis://127.0.0.1:6379?protocol=3",
+        "unix:///run/redis.sock?pass=se@cret",
+        "redis://orders:pw%3Fx@redis.internal:6379/",
+    ] {
+        assert!(LockConfig::from_url(fine).is_ok(), "{fine}");
+    }
+}

@@ -590,6 +590,7 @@ where
         .map(|url| {
             let url = url.as_ref().trim();
             tls::check_scheme(url)?;
+            topology::check_password_encoded(url)?;
             url.into_connection_info().map_err(|err| {
                 LockError::config(format!(
                     "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",

@@ -60,6 +60,7 @@ impl Topology {
             )));
         }
         super::tls::check_scheme(url)?;
+        check_password_encoded(url)?;
         let (base, kind) = match scheme.split_once('+') {
             Some((base, kind)) => (base, Some(kind)),
             None => (scheme, None),
@@ -324,6 +325,30 @@ fn with_query(db: &str, query: Option<&str>) -> String {
         Some(query) => format!("{db}?{query}"),
         None => db.to_owned(),
     }
+}
+
+/// Refuses a URL whose password holds an unencoded `?` or `#`. Such a
+/// URL often parses all the same, and wrongly: in
+/// `redis://orders:1234?x@host/` the authority ends at the `?`, so it
+/// names host `orders`, port 1234 (the password's start, then shown in
+/// `Debug` and connect errors). The sign: a `?` or `#` inside the
+/// authority (before any `/` after the scheme) with an `@` after it. An
+/// `@` in a query after the path (`?sentinel_password=p@ss`, a socket's
+/// `?pass=`) is the query's own.
+pub(crate) fn check_password_encoded(url: &str) -> Result<(), LockError> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let broken = authority
+        .find(['?', '#'])
+        .is_some_and(|cut| rest[cut..].contains('@'));
+    if broken {
+        return Err(bad_url(
+            url,
+            "a `?` or `#` in the password ends the host part early; percent-encode it \
+             (`?` as `%3F`, `#` as `%23`)",
+        ));
+    }
+    Ok(())
 }
 
 fn node_info(whole_url: &str, node_url: &str) -> Result<ConnectionInfo, LockError> {
