@@ -247,8 +247,16 @@ fn path_tokens(path: &[Part], bindings: &[Ident], span: Span) -> TokenStream {
                 root.set_span(span.resolved_at(root.span()));
                 tokens.append(root);
             }
-            Part::Name { name, raw: true } => tokens.append(Ident::new_raw(name, span)),
-            Part::Name { name, raw: false } => tokens.append(Ident::new(name, span)),
+            // A field keeps the macro's own context, located at the key:
+            // an unknown field is still reported there, but without the
+            // compiler's "similar name" fix, which would replace the whole
+            // key literal with the field's name (`key = id`).
+            Part::Name { name, raw: true } => {
+                tokens.append(Ident::new_raw(name, Span::mixed_site().located_at(span)));
+            }
+            Part::Name { name, raw: false } => {
+                tokens.append(Ident::new(name, Span::mixed_site().located_at(span)));
+            }
         }
     }
     tokens
