@@ -35,13 +35,7 @@ use crate::valid;
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let function: ItemFn = match syn::parse2(item.clone()) {
         Ok(function) => function,
-        Err(_) => {
-            let error = syn::Error::new(
-                first_token_span(&item),
-                "`#[distributed_lock]` goes on an `async fn`",
-            );
-            return with_errors(item, error);
-        }
+        Err(_) => return with_errors(item.clone(), not_a_function(&item)),
     };
     let bindings = bindings(&function);
     let mut errors = Errors::default();
@@ -82,6 +76,26 @@ fn renamed_parameter_hint(function: &ItemFn, key: &KeyTemplate) -> Option<syn::E
 fn with_errors(item: TokenStream, error: syn::Error) -> TokenStream {
     let errors = error.into_compile_error();
     quote! { #item #errors }
+}
+
+/// Why `item`, which is no function with a body, cannot be locked. A
+/// method declared in a trait without a body is an `async fn` all the
+/// same: it is told where the body is, at the `;` that stands for it.
+fn not_a_function(item: &TokenStream) -> syn::Error {
+    if let Ok(declared) = syn::parse2::<syn::TraitItemFn>(item.clone())
+        && declared.default.is_none()
+        && let Some(semi) = declared.semi_token
+    {
+        return syn::Error::new(
+            semi.span,
+            "`#[distributed_lock]` needs the function's body, and a trait's declaration has \
+             none: put it on the method in each `impl` block (or on a default body here)",
+        );
+    }
+    syn::Error::new(
+        first_token_span(item),
+        "`#[distributed_lock]` goes on an `async fn`",
+    )
 }
 
 fn first_token_span(item: &TokenStream) -> Span {
