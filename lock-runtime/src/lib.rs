@@ -29,10 +29,13 @@
 //! independent masters: the URL picks the deployment (see [`LockConfig`]).
 //!
 //! Redis layout: one key per lock, `<prefix>{<key>}`, holding the owner
-//! token (on Redlock, with the fence) with the lease as its expiry (nothing
-//! is left once a lock is released or its lease has passed), and the channel
-//! `<prefix>{<key>}:released`, in the same cluster hash slot, where
-//! releases are announced. See `ARCHITECTURE.md` for the map of the code.
+//! token (the fence is not stored: the holder has it) with the lease as
+//! its expiry (nothing is left once a lock is released or its lease has
+//! passed), and the channel `<prefix>{<key>}:released`, in the same
+//! cluster hash slot, where releases are announced. Redlock adds two keys
+//! per master shared by every lock: `<prefix>fence-counter` and
+//! `<prefix>up-for` (the restart quarantine's mark). See `ARCHITECTURE.md`
+//! for the map of the code.
 
 mod acquire;
 mod attribute;
