@@ -1133,3 +1133,53 @@ async fn a_renewal_on_a_restarted_master_seeds_its_counter_from_its_clock() {
         next.fence()
     );
 }
+
+/// The lock is held on two masters of three (the third lost its key) when
+/// both freeze; the release reaches only the third, which never held it.
+/// A majority may still hold the lock (the deletes wait in the frozen
+/// masters' queues), so the release cannot say it was no longer ours, nor
+/// count a loss: it answers an error, as for any release whose outcome is
+/// unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_answered_only_by_a_master_that_never_held_it_is_not_a_loss() {
+    let masters = start_masters(3);
+    let locker = locker(&url_of(&masters)).await;
+    let key = lock_tests::fixtures::lock_key("frozen-holders");
+    let guard = locker
+        .lock("frozen-holders")
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| {
+        eventually_sync(|| exists(&masters[2], &key));
+        masters[2].cmd(&["DEL", &key]);
+        masters[0].pause();
+        masters[1].pause();
+    });
+    let released = guard.release().await;
+    let stats = locker.stats();
+    tokio::task::block_in_place(|| {
+        masters[0].resume();
+        masters[1].resume();
+    });
+    assert!(
+        !matches!(released, Ok(false)),
+        "held on two frozen masters of three, yet released as not ours"
+    );
+    assert_eq!(stats.lost, 0, "a loss counted for a lock still held: {stats:?}");
+    // The deletes queued on the frozen masters land once they resume.
+    eventually("the queued deletes", || {
+        masters[..2].iter().all(|master| !exists(master, &key))
+    })
+    .await;
+}
+
+/// Polls `condition` on this thread until it holds, within [`SETTLE`].
+fn eventually_sync(condition: impl Fn() -> bool) {
+    let until = Instant::now() + SETTLE;
+    while !condition() {
+        assert!(Instant::now() < until, "not within {SETTLE:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -45,7 +45,8 @@
 //! otherwise (failed masters) it is unknown, and the watchdog retries it
 //! until the lease's validity, counted from the round's send, runs out.
 //! Release runs on every master and returns once a majority answered; it
-//! fails only when every master failed.
+//! fails when fewer answered and none of them deleted the lock (a majority
+//! may still hold it: it is not reported gone).
 //!
 //! # Fencing tokens
 //! Each master keeps one counter (`<prefix>fence-counter`) for every lock
@@ -390,7 +391,8 @@ fn release_call(keys: &LockKeys, token: &OwnerToken) -> ScriptCall {
 /// Deletes the lock on every master where it is ours; true when any master
 /// that answered deleted it. Returns once a majority answered (the calls
 /// on slower masters go on in the background), so a frozen master does not
-/// hold up the caller. Fails only when no master answered.
+/// hold up the caller. Fails when fewer than a majority answered and none
+/// of them deleted it: a majority may still hold it.
 pub(crate) async fn release(
     masters: &RedlockBackend,
     route: Route,
@@ -402,7 +404,8 @@ pub(crate) async fn release(
 
 /// Runs a deleting `call` (answering 1 when it deleted) on every master;
 /// true when any master that answered deleted. Returns once a majority
-/// answered; fails only when no master answered.
+/// answered; fails when fewer did and none of them deleted (the masters
+/// that did not answer may hold the lock: "not there" would be a guess).
 async fn delete_everywhere(
     masters: &RedlockBackend,
     route: Route,
@@ -430,7 +433,7 @@ async fn delete_everywhere(
         }
     }
     match first_error {
-        Some(err) if answered == 0 => Err(err),
+        Some(err) if answered < needed && !deleted => Err(err),
         _ => Ok(deleted),
     }
 }
