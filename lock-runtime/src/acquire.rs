@@ -76,6 +76,10 @@ pub(crate) struct Attempt<'a> {
     /// Found the lock busy (or queued behind this locker's other tasks)
     /// at least once: counted as contended however the attempt ends.
     contended: bool,
+    /// The answer of a Redlock round that found a majority down, while
+    /// the retry at once runs: what the acquisition answers if its bound
+    /// cuts that retry (a frozen master makes each of its calls last).
+    down_majority: Option<LockError>,
 }
 
 impl<'a> Attempt<'a> {
@@ -101,6 +105,7 @@ impl<'a> Attempt<'a> {
             turn: None,
             armed: false,
             contended: false,
+            down_majority: None,
         }
     }
 
@@ -115,7 +120,10 @@ impl<'a> Attempt<'a> {
         let result = match tokio::time::timeout(bound, self.attempt()).await {
             Ok(result) => result,
             // Still armed if a try was in flight: the drop cleans up.
-            Err(_) => Err(LockError::redis_timeout("acquire", bound)),
+            Err(_) => Err(self
+                .down_majority
+                .take()
+                .unwrap_or_else(|| LockError::redis_timeout("acquire", bound))),
         };
         // A grant counted itself; a wait that ran out on a busy lock too.
         if self.contended && matches!(result, Err(LockError::Timeout { .. })) {
@@ -279,11 +287,22 @@ impl<'a> Attempt<'a> {
                 plain_first,
                 waits: !self.plan.wait.is_zero(),
             };
-            match exclusive::acquire(&self.core.backend, &acquisition).await {
-                Ok(AcquireReply::NoQuorum { down: true, .. }) if !retried => {
+            let answer = exclusive::acquire(&self.core.backend, &acquisition).await;
+            self.down_majority = None;
+            match answer {
+                Ok(AcquireReply::NoQuorum {
+                    down: true,
+                    granted,
+                    needed,
+                }) if !retried => {
                     tracing::debug!("a majority of masters refused connections; retrying once");
                     self.armed = false;
                     retried = true;
+                    self.down_majority = Some(LockError::QuorumNotReached {
+                        key: self.plan.keys.name().to_owned(),
+                        granted,
+                        needed,
+                    });
                 }
                 Ok(reply) => {
                     // A busy answer, or a Redlock round that cleaned up

@@ -1183,3 +1183,32 @@ fn eventually_sync(condition: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Two masters of three killed, the third frozen, and a connect timeout
+/// shorter than the response timeout (as deployments that fail fast on a
+/// dead host set it): a single try meets a majority down. It is
+/// `QuorumNotReached`, within its bound, not a timeout of the whole call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_down_and_one_frozen_is_quorum_not_reached_not_a_timeout() {
+    let mut masters = start_masters(3);
+    let url = url_of(&masters);
+    let locker = Locker::connect(config(&url).connect_timeout(SHORT_CONNECT))
+        .await
+        .unwrap();
+    drop(locker.lock("warm").acquire().await.unwrap());
+    tokio::task::block_in_place(|| {
+        masters[0].kill();
+        masters[1].kill();
+        masters[2].pause();
+    });
+    let answer = locker
+        .lock("rl-down-frozen")
+        .ttl(Duration::from_secs(30))
+        .try_acquire()
+        .await;
+    tokio::task::block_in_place(|| masters[2].resume());
+    assert!(
+        matches!(answer, Err(LockError::QuorumNotReached { .. })),
+        "{answer:?}"
+    );
+}
