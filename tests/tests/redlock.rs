@@ -1167,7 +1167,10 @@ async fn a_release_answered_only_by_a_master_that_never_held_it_is_not_a_loss() 
         !matches!(released, Ok(false)),
         "held on two frozen masters of three, yet released as not ours"
     );
-    assert_eq!(stats.lost, 0, "a loss counted for a lock still held: {stats:?}");
+    assert_eq!(
+        stats.lost, 0,
+        "a loss counted for a lock still held: {stats:?}"
+    );
     // The deletes queued on the frozen masters land once they resume.
     eventually("the queued deletes", || {
         masters[..2].iter().all(|master| !exists(master, &key))

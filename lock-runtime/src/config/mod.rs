@@ -591,6 +591,7 @@ where
             let url = url.as_ref().trim();
             tls::check_scheme(url)?;
             topology::check_password_encoded(url)?;
+            topology::check_query(url, false)?;
             url.into_connection_info().map_err(|err| {
                 LockError::config(format!(
                     "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",

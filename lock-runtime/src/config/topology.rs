@@ -66,13 +66,7 @@ impl Topology {
             None => (scheme, None),
         };
         let kind = kind.map(str::to_ascii_lowercase);
-        if kind.as_deref() != Some("sentinel") && names_sentinel_credentials(url) {
-            return Err(bad_url(
-                url,
-                "`sentinel_username` and `sentinel_password` are for sentinels: \
-                 use them in a `redis+sentinel://` URL",
-            ));
-        }
+        check_query(url, kind.as_deref() == Some("sentinel"))?;
         match kind.as_deref() {
             None => Ok(Topology::Single(node_info(url, url)?)),
             Some("cluster") => {
@@ -283,14 +277,59 @@ const SENTINEL_USERNAME: &str = "sentinel_username";
 /// See [`SENTINEL_USERNAME`].
 const SENTINEL_PASSWORD: &str = "sentinel_password";
 
-/// Whether `url`'s query names the sentinels' credentials, which any
-/// other URL would quietly ignore.
-fn names_sentinel_credentials(url: &str) -> bool {
-    let query = url.split_once('?').map_or("", |(_, query)| query);
-    query.split(['&', '#']).any(|pair| {
-        let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-        name == SENTINEL_USERNAME || name == SENTINEL_PASSWORD
-    })
+/// Query parameters every URL may carry (read by the `redis` crate).
+const QUERY_ANYWHERE: [&str; 1] = ["protocol"];
+/// Those a unix socket URL adds (`unix:///s.sock?db=1&pass=..`).
+const QUERY_OF_A_SOCKET: [&str; 3] = ["db", "user", "pass"];
+
+/// Refuses a query parameter the URL's form does not read, and one given
+/// twice: the `redis` crate ignores both without a word, so `?db=3` would
+/// connect to database 0 and a mistyped `?protocl=resp3` would speak
+/// RESP2. `sentinel`: the URL is `redis+sentinel://`, whose query also
+/// takes the sentinels' credentials. A name that does not look like one
+/// (it could be a secret pasted in the wrong place) is not shown.
+pub(crate) fn check_query(url: &str, sentinel: bool) -> Result<(), LockError> {
+    let Some((before, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let query = query.split_once('#').map_or(query, |(query, _)| query);
+    let socket = before.starts_with("unix:");
+    let mut seen = Vec::new();
+    for (name, _) in form_urlencoded::parse(query.as_bytes()) {
+        let shown =
+            if name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                format!("`{name}`")
+            } else {
+                "a query parameter".to_owned()
+            };
+        let for_sentinels = name == SENTINEL_USERNAME || name == SENTINEL_PASSWORD;
+        let known = QUERY_ANYWHERE.contains(&name.as_ref())
+            || (socket && QUERY_OF_A_SOCKET.contains(&name.as_ref()))
+            || (sentinel && for_sentinels);
+        if for_sentinels && !sentinel {
+            return Err(bad_url(
+                url,
+                "`sentinel_username` and `sentinel_password` are for sentinels: \
+                 use them in a `redis+sentinel://` URL",
+            ));
+        }
+        if !known {
+            let hint = if name == "db" {
+                "; the database goes in the path: `redis://host:6379/3`"
+            } else {
+                ""
+            };
+            return Err(bad_url(
+                url,
+                &format!("{shown} is not a setting this URL takes{hint}"),
+            ));
+        }
+        if seen.contains(&name) {
+            return Err(bad_url(url, &format!("{shown} is given twice")));
+        }
+        seen.push(name);
+    }
+    Ok(())
 }
 
 /// Splits the sentinels' credentials ([`SENTINEL_USERNAME`],
@@ -470,6 +509,36 @@ mod tests {
                 matches!(Topology::parse(bad), Err(LockError::Config(_))),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn a_query_setting_nobody_reads_is_refused_not_ignored() {
+        let refused = |url: &str| match Topology::parse(url) {
+            Err(LockError::Config(why)) => why,
+            other => panic!("{url}: {other:?}"),
+        };
+        // What people write for a database, in the wrong place.
+        let why = refused("redis://h:6379/?db=3");
+        assert!(
+            why.contains("`db` is not a setting") && why.contains("/3"),
+            "{why}"
+        );
+        assert!(refused("redis+redlock://a:1,b:2,c:3/?db=4").contains("`db`"));
+        assert!(refused("redis+cluster://a:1,b:2?protocl=resp3").contains("`protocl`"));
+        assert!(refused("redis://h/?protocol=3&protocol=2").contains("given twice"));
+        let sentinel = "redis+sentinel://h:26379/m?sentinel_password=a&sentinel_password=b";
+        assert!(refused(sentinel).contains("given twice"));
+        // A secret pasted into the query is not echoed.
+        let why = refused("redis://h/?hunter2!");
+        assert!(!why.contains("hunter2"), "{why}");
+        // What the crate reads is still taken, a socket's settings included.
+        for url in [
+            "redis://h:6379/2?protocol=resp3",
+            "unix:///run/redis.sock?db=1&user=u&pass=p",
+            "redis+sentinel://h:26379/m/1?protocol=3&sentinel_username=u&sentinel_password=p",
+        ] {
+            assert!(Topology::parse(url).is_ok(), "{url}");
         }
     }
 
