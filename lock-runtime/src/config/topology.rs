@@ -543,6 +543,26 @@ mod tests {
     }
 
     #[test]
+    fn a_password_cut_by_an_unencoded_ampersand_shows_no_part_of_itself() {
+        // The password's tail after the `&` reads as a parameter's name.
+        for url in [
+            "redis+sentinel://h:26379/mymaster?sentinel_password=Zq7&secret",
+            "redis+sentinel://h:26379/mymaster?sentinel_password=Zq7&secret=tail&protocol=3",
+            "unix:///run/redis.sock?pass=Zq7&secret",
+            "unix:///run/redis.sock?db=1&pass=Zq7&secret=tail",
+        ] {
+            let Err(LockError::Config(why)) = Topology::parse(url) else {
+                panic!("{url} was accepted");
+            };
+            assert!(
+                !why.contains("secret") && !why.contains("tail"),
+                "{url}: {why}"
+            );
+            assert!(why.contains("%26"), "{url}: {why}");
+        }
+    }
+
+    #[test]
     fn a_query_right_after_the_hosts_applies_to_every_node() {
         // As `redis://h:1?protocol=resp3` does for one server.
         let Topology::Cluster { nodes } =
