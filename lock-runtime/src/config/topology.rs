@@ -287,21 +287,20 @@ const QUERY_OF_A_SOCKET: [&str; 3] = ["db", "user", "pass"];
 /// connect to database 0 and a mistyped `?protocl=resp3` would speak
 /// RESP2. `sentinel`: the URL is `redis+sentinel://`, whose query also
 /// takes the sentinels' credentials. A name that does not look like one
-/// (it could be a secret pasted in the wrong place) is not shown.
+/// (it could be a secret pasted in the wrong place), or any unknown name
+/// beside a password (it could be that password's tail), is not shown.
 pub(crate) fn check_query(url: &str, sentinel: bool) -> Result<(), LockError> {
     let Some((before, query)) = url.split_once('?') else {
         return Ok(());
     };
     let query = query.split_once('#').map_or(query, |(query, _)| query);
     let socket = before.starts_with("unix:");
+    // An unencoded `&` in a password makes its tail read as a parameter's
+    // name: with a password in the query, no unknown name is shown.
+    let holds_password = form_urlencoded::parse(query.as_bytes())
+        .any(|(name, _)| name == "pass" || name == SENTINEL_PASSWORD);
     let mut seen = Vec::new();
     for (name, _) in form_urlencoded::parse(query.as_bytes()) {
-        let shown =
-            if name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                format!("`{name}`")
-            } else {
-                "a query parameter".to_owned()
-            };
         let for_sentinels = name == SENTINEL_USERNAME || name == SENTINEL_PASSWORD;
         let known = QUERY_ANYWHERE.contains(&name.as_ref())
             || (socket && QUERY_OF_A_SOCKET.contains(&name.as_ref()))
@@ -314,8 +313,17 @@ pub(crate) fn check_query(url: &str, sentinel: bool) -> Result<(), LockError> {
             ));
         }
         if !known {
+            let looks_like_a_name =
+                name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            let shown = if looks_like_a_name && !holds_password {
+                format!("`{name}`")
+            } else {
+                "a query parameter".to_owned()
+            };
             let hint = if name == "db" {
                 "; the database goes in the path: `redis://host:6379/3`"
+            } else if holds_password {
+                " (an `&` in a password must be percent-encoded, as `%26`)"
             } else {
                 ""
             };
@@ -325,7 +333,8 @@ pub(crate) fn check_query(url: &str, sentinel: bool) -> Result<(), LockError> {
             ));
         }
         if seen.contains(&name) {
-            return Err(bad_url(url, &format!("{shown} is given twice")));
+            // A known name: safe to show.
+            return Err(bad_url(url, &format!("`{name}` is given twice")));
         }
         seen.push(name);
     }
