@@ -572,6 +572,23 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_url_in_each_spelling_the_redis_crate_reads_keeps_its_query() {
+        // Redlock over masters on this machine's sockets.
+        let urls = [
+            "redis+unix:///run/r1.sock?db=1",
+            "valkey+unix:///run/r2.sock?db=2&user=u&pass=p",
+            "UNIX:///run/r3.sock?db=3",
+        ];
+        let config = crate::LockConfig::redlock(urls).unwrap_or_else(|err| panic!("{err}"));
+        let Topology::Redlock { masters } = &config.topology else {
+            panic!("not Redlock");
+        };
+        let dbs: Vec<i64> = masters.iter().map(|m| m.redis_settings().db()).collect();
+        assert_eq!(dbs, [1, 2, 3]);
+        assert!(Topology::parse("UNIX:///run/r3.sock?db=3").is_ok());
+    }
+
+    #[test]
     fn a_query_right_after_the_hosts_applies_to_every_node() {
         // As `redis://h:1?protocol=resp3` does for one server.
         let Topology::Cluster { nodes } =
