@@ -282,6 +282,16 @@ const QUERY_ANYWHERE: [&str; 1] = ["protocol"];
 /// Those a unix socket URL adds (`unix:///s.sock?db=1&pass=..`).
 const QUERY_OF_A_SOCKET: [&str; 3] = ["db", "user", "pass"];
 
+/// Whether the URL that starts with `before` reaches a unix socket, in any
+/// of the spellings the `redis` crate reads (its schemes are
+/// case-insensitive).
+fn is_socket(before: &str) -> bool {
+    let scheme = before.split_once(':').map_or("", |(scheme, _)| scheme);
+    ["unix", "redis+unix", "valkey+unix"]
+        .iter()
+        .any(|socket| scheme.eq_ignore_ascii_case(socket))
+}
+
 /// Refuses a query parameter the URL's form does not read, and one given
 /// twice: the `redis` crate ignores both without a word, so `?db=3` would
 /// connect to database 0 and a mistyped `?protocl=resp3` would speak
@@ -294,7 +304,7 @@ pub(crate) fn check_query(url: &str, sentinel: bool) -> Result<(), LockError> {
         return Ok(());
     };
     let query = query.split_once('#').map_or(query, |(query, _)| query);
-    let socket = before.starts_with("unix:");
+    let socket = is_socket(before);
     // An unencoded `&` in a password makes its tail read as a parameter's
     // name: with a password in the query, no unknown name is shown.
     let holds_password = form_urlencoded::parse(query.as_bytes())
