@@ -744,6 +744,19 @@ mod tests {
     }
 
     #[test]
+    fn a_sentinel_masters_login_without_a_user_is_the_default_users() {
+        // The URL names a user; the login set afterwards names none.
+        let config = LockConfig::from_url("redis+sentinel://orders:old@h:26379/m/2")
+            .unwrap()
+            .sentinel_master_auth(None, "new");
+        let Topology::Sentinel { node, .. } = &config.topology else {
+            panic!("not Sentinel");
+        };
+        assert_eq!((node.username(), node.password()), (None, Some("new")));
+        assert_eq!(node.db(), 2, "the database is no part of the login");
+    }
+
+    #[test]
     fn a_sentinel_masters_login_is_set_on_sentinel_only() {
         let config = LockConfig::sentinel(["redis://h:26379"], "orders")
             .unwrap()
