@@ -362,7 +362,12 @@ impl LockConfig {
     pub fn sentinel_master_auth(mut self, username: Option<&str>, password: &str) -> Self {
         match &mut self.topology {
             Topology::Sentinel { node, .. } => {
-                let mut login = std::mem::take(node).set_password(password);
+                // A fresh login: a user named in the URL does not stay
+                // beside `None`. The database and protocol are no part of it.
+                let mut login = redis::RedisConnectionInfo::default()
+                    .set_db(node.db())
+                    .set_protocol(node.protocol())
+                    .set_password(password);
                 if let Some(username) = username {
                     login = login.set_username(username);
                 }
