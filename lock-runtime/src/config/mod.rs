@@ -162,10 +162,11 @@ impl LockConfig {
     /// The master that the `sentinels` (`redis://host:26379` URLs) monitor
     /// under `master_name`, followed across failovers. Needs the `sentinel`
     /// feature at [`Locker::connect`](crate::Locker::connect). Credentials
-    /// in these URLs are the sentinels'; this constructor reaches the
-    /// master without any. Credentials and database for the master go in
-    /// [`LockConfig::from_url`]'s `redis+sentinel://user:pass@h1,h2/<master>/<db>`
-    /// form, which takes the sentinels' own in its query
+    /// in these URLs are the sentinels'; the master is reached without
+    /// any unless [`LockConfig::sentinel_master_auth`] gives its login. A
+    /// database for the master goes in [`LockConfig::from_url`]'s
+    /// `redis+sentinel://user:pass@h1,h2/<master>/<db>` form, which takes
+    /// the sentinels' own credentials in its query
     /// (`?sentinel_password=...`, `&sentinel_username=...`).
     ///
     /// ```
