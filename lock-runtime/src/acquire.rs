@@ -35,6 +35,7 @@ use crate::config::ReplicaAck;
 use crate::core::Core;
 use crate::error::LockError;
 use crate::guard::LockGuard;
+use crate::host::LetGo;
 use crate::keys::LockKeys;
 use crate::lease::{FenceBasis, Grant, Lease};
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
@@ -43,7 +44,7 @@ use crate::stats::Counters;
 use crate::telemetry;
 use crate::token::OwnerToken;
 use crate::validity;
-use crate::wait::{Backoff, Subscription, Turn};
+use crate::wait::{Backoff, Sightings, Subscription, Turn};
 
 /// What the request decided.
 pub(crate) struct Plan {
@@ -60,8 +61,8 @@ pub(crate) struct Plan {
 }
 
 /// One acquisition in progress.
-pub(crate) struct Attempt<'a> {
-    core: &'a Arc<Core>,
+pub(crate) struct Attempt {
+    core: Arc<Core>,
     plan: Plan,
     token: OwnerToken,
     route: Route,
@@ -80,10 +81,37 @@ pub(crate) struct Attempt<'a> {
     /// the retry at once runs: what the acquisition answers if its bound
     /// cuts that retry (a frozen master makes each of its calls last).
     down_majority: Option<LockError>,
+    /// When the acquisition began, on the locker's clock.
+    started: Instant,
+    backoff: Backoff,
+    /// After holding back for a waiter outside: whether its release was
+    /// heard meanwhile (it took the lock and let go already).
+    held_back: Option<bool>,
+    /// The wait for a release the attempt moves to the library's runtime
+    /// with (see [`Attempt::run`]).
+    parked: Option<Parked>,
+    /// Once moved: set when the caller lets go of the acquisition.
+    let_go: Option<LetGo>,
 }
 
-impl<'a> Attempt<'a> {
-    pub(crate) fn new(core: &'a Arc<Core>, plan: Plan) -> Self {
+/// What an attempt found busy waits for before its next try.
+struct Parked {
+    /// The longest it sleeps if no release message comes.
+    pause: Duration,
+    /// What the busy try saw (on Redlock, which masters' releases are news).
+    sightings: Option<Sightings>,
+}
+
+/// Where an attempt stands when it stops to be moved or ends.
+enum Step {
+    Granted(LockGuard),
+    /// Busy: about to wait for a release, which it waits for on the
+    /// library's runtime (see [`Attempt::run`]).
+    Move,
+}
+
+impl Attempt {
+    pub(crate) fn new(core: &Arc<Core>, plan: Plan) -> Self {
         // Only Redlock leaves calls running after it answers.
         let (flight, landing) = match core.backend {
             Backend::Redlock(_) => {
@@ -92,12 +120,12 @@ impl<'a> Attempt<'a> {
             }
             Backend::Node(_) => (grounded(), None),
         };
+        let config = &core.config;
         Self {
             route: Route {
                 conn: core.backend.pick(),
                 blocking: plan.replicas.is_some(),
             },
-            core,
             plan,
             token: OwnerToken::random(&core.holder),
             flight,
@@ -106,10 +134,26 @@ impl<'a> Attempt<'a> {
             armed: false,
             contended: false,
             down_majority: None,
+            started: core.clock().now(),
+            backoff: Backoff::new(config.backoff_min, config.backoff_max),
+            held_back: None,
+            parked: None,
+            let_go: None,
+            core: core.clone(),
         }
     }
 
     /// Runs the attempt to its end, within its bound (see the module docs).
+    ///
+    /// The caller's task polls it (no hand-off on the way to a free lock,
+    /// or to one passed by this locker's last holder), until a try finds
+    /// the lock busy. On a locker hosted by the library's runtime, the wait
+    /// for the release and the tries after it then move to that runtime,
+    /// whose thread hears the release message: the next try is sent from
+    /// the thread that heard it, and the caller's thread is woken once,
+    /// with the answer, instead of three times (by the message, to send
+    /// the try, and with its answer). On a machine whose idle threads are
+    /// slow to wake, that is most of a hand-over between processes.
     pub(crate) async fn run(mut self) -> Result<LockGuard, LockError> {
         let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
         let bound = self
@@ -117,10 +161,41 @@ impl<'a> Attempt<'a> {
             .wait
             .saturating_add(replicas)
             .saturating_add(self.core.config.two_calls_bound());
-        let result = match tokio::time::timeout(bound, self.attempt()).await {
-            Ok(result) => result,
+        // One deadline for both parts, on the host's clock.
+        let deadline = tokio::time::Instant::now().checked_add(bound);
+        let moves = self.core.host.waits_elsewhere();
+        let step = within(deadline, self.attempt(moves)).await;
+        match step {
+            Some(Ok(Step::Move)) => {
+                let host = self.core.host.clone();
+                let let_go = LetGo::default();
+                self.let_go = Some(let_go.clone());
+                let waiting = async move {
+                    let step = within(deadline, self.contend(false)).await;
+                    self.finish(step, bound)
+                };
+                match host.hand_off(tracing::Instrument::in_current_span(waiting), let_go) {
+                    Ok(handed_off) => handed_off.await,
+                    Err(err) => Err(err),
+                }
+            }
+            step => self.finish(step, bound),
+        }
+    }
+
+    /// What the acquisition answers for `step` (None: cut at its `bound`).
+    fn finish(
+        &mut self,
+        step: Option<Result<Step, LockError>>,
+        bound: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let result = match step {
+            Some(Ok(Step::Granted(guard))) => Ok(guard),
+            // Only an attempt that may move stops to be moved.
+            Some(Ok(Step::Move)) => Err(LockError::redis_timeout("acquire", bound)),
+            Some(Err(err)) => Err(err),
             // Still armed if a try was in flight: the drop cleans up.
-            Err(_) => Err(self
+            None => Err(self
                 .down_majority
                 .take()
                 .unwrap_or_else(|| LockError::redis_timeout("acquire", bound))),
@@ -132,35 +207,45 @@ impl<'a> Attempt<'a> {
         result
     }
 
-    async fn attempt(&mut self) -> Result<LockGuard, LockError> {
-        let clock = self.core.clock();
-        let started = clock.now();
-        let config = &self.core.config;
-        let mut backoff = Backoff::new(config.backoff_min, config.backoff_max);
+    /// Takes the turn, then contends; `may_move`: stops with
+    /// [`Step::Move`] when a try finds the lock busy.
+    async fn attempt(&mut self, may_move: bool) -> Result<Step, LockError> {
+        let started = self.started;
         // An acquisition that may wait takes its turn among this locker's
         // tasks for the key first (see `Turns`); one that tries once does not.
-        // After holding back for a waiter outside: whether its release was
-        // heard meanwhile (it took the lock and let go already).
-        let mut held_back = None;
         if !self.plan.wait.is_zero() {
             self.contended = self.take_turn(self.plan.wait, started).await?;
             if let Some(guard) = self.take_handover(started).await {
-                return Ok(guard);
+                return Ok(Step::Granted(guard));
             }
             if self.turn.as_mut().is_some_and(Turn::take_yield) {
                 // The last holder let go for a waiter outside this locker,
                 // whose release message is on its way: trying at once
                 // would mostly win the race and take the lock from it.
-                held_back = Some(self.hold_back(started).await);
+                self.held_back = Some(self.hold_back(started).await);
             }
         }
+        self.contend(may_move).await
+    }
+
+    /// Tries, and on a busy lock waits for its release and tries again,
+    /// until granted or the wait runs out; `may_move`: stops with
+    /// [`Step::Move`] instead of waiting.
+    async fn contend(&mut self, may_move: bool) -> Result<Step, LockError> {
+        let clock = self.core.clock();
+        let started = self.started;
         loop {
+            if let Some(parked) = self.parked.take() {
+                self.sleep(parked).await;
+            }
+            self.unless_let_go().await;
             // Wake-ups so far are for releases before this try.
             if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
             }
             let (sent_at, reply) = self.send(!self.contended).await?;
-            if let Some(heard) = held_back.take()
+            self.unless_let_go().await;
+            if let Some(heard) = self.held_back.take()
                 && let Some(turn) = self.turn.as_mut()
             {
                 let taken = !matches!(reply, AcquireReply::Acquired { .. });
@@ -171,7 +256,8 @@ impl<'a> Attempt<'a> {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
                         let won = Won::from_server(fence, sent_at);
-                        return Ok(self.grant(won, started, self.contended, false));
+                        let contended = self.contended;
+                        return Ok(Step::Granted(self.grant(won, started, contended, false)));
                     }
                     // The answer came after the lease could have run out, so
                     // the lock may already be someone else's: give it back,
@@ -181,11 +267,11 @@ impl<'a> Attempt<'a> {
                         "acquire answered after its lease could have expired; retrying"
                     );
                     self.give_back().await;
-                    self.pause_or_time_out(&mut backoff, left, started).await?;
+                    self.pause_or_time_out(left, started).await?;
                     continue;
                 }
                 AcquireReply::Unknown => {
-                    self.pause_or_time_out(&mut backoff, left, started).await?;
+                    self.pause_or_time_out(left, started).await?;
                     continue;
                 }
                 AcquireReply::NoQuorum {
@@ -204,7 +290,7 @@ impl<'a> Attempt<'a> {
                     if down || left.is_zero() {
                         return Err(failed);
                     }
-                    tokio::time::sleep(backoff.next_pause().min(left)).await;
+                    tokio::time::sleep(self.backoff.next_pause().min(left)).await;
                     continue;
                 }
                 AcquireReply::Busy { pttl, sightings } => (pttl, sightings),
@@ -229,39 +315,59 @@ impl<'a> Attempt<'a> {
             // no lease to wait for: the backoff from its shortest step.
             let pause = match pttl {
                 Some(pttl) if listening => {
-                    (pttl + Duration::from_millis(1)).min(config.backoff_max)
+                    (pttl + Duration::from_millis(1)).min(self.core.config.backoff_max)
                 }
-                _ => backoff.next_pause(),
+                _ => self.backoff.next_pause(),
             }
             .min(left);
-            let counters = self.core.counters.clone();
-            let asleep = counters.fall_asleep();
-            let timer = tokio::time::sleep(pause);
-            tokio::pin!(timer);
-            match self.subscription() {
-                // Woken by what the try already saw (on Redlock, another
-                // master's message of the same release): sleep on.
-                Some(subscription) => loop {
-                    tokio::select! {
-                        () = subscription.released() => {
-                            if subscription.take_news(sightings.as_ref()) {
-                                Counters::bump(&counters.release_wakeups);
-                                break;
-                            }
-                        }
-                        () = &mut timer => {
-                            Counters::bump(&counters.timer_wakeups);
+            self.parked = Some(Parked { pause, sightings });
+            if may_move {
+                return Ok(Step::Move);
+            }
+        }
+    }
+
+    /// Never returns once the caller let go of a moved attempt: its task is
+    /// stopped at this await, before it tries again or counts a grant
+    /// nobody takes (a grant it holds is given back by the drop, as the
+    /// attempt is still armed).
+    async fn unless_let_go(&self) {
+        if self.let_go.as_ref().is_some_and(LetGo::is_set) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Sleeps until a release message that is news to the try that found
+    /// the lock busy, or `parked.pause`, whichever is first.
+    async fn sleep(&mut self, parked: Parked) {
+        let Parked { pause, sightings } = parked;
+        let counters = self.core.counters.clone();
+        let asleep = counters.fall_asleep();
+        let timer = tokio::time::sleep(pause);
+        tokio::pin!(timer);
+        match self.subscription() {
+            // Woken by what the try already saw (on Redlock, another
+            // master's message of the same release): sleep on.
+            Some(subscription) => loop {
+                tokio::select! {
+                    () = subscription.released() => {
+                        if subscription.take_news(sightings.as_ref()) {
+                            Counters::bump(&counters.release_wakeups);
                             break;
                         }
                     }
-                },
-                None => {
-                    timer.await;
-                    Counters::bump(&counters.timer_wakeups);
+                    () = &mut timer => {
+                        Counters::bump(&counters.timer_wakeups);
+                        break;
+                    }
                 }
+            },
+            None => {
+                timer.await;
+                Counters::bump(&counters.timer_wakeups);
             }
-            drop(asleep);
         }
+        drop(asleep);
     }
 
     /// One try, and one more if the connection dropped or was refused under
@@ -440,15 +546,14 @@ impl<'a> Attempt<'a> {
 
     /// Sleeps a backoff step, or fails with a timeout when no wait is left.
     async fn pause_or_time_out(
-        &self,
-        backoff: &mut Backoff,
+        &mut self,
         left: Duration,
         started: Instant,
     ) -> Result<(), LockError> {
         if left.is_zero() {
             return Err(self.timeout(started));
         }
-        tokio::time::sleep(backoff.next_pause().min(left)).await;
+        tokio::time::sleep(self.backoff.next_pause().min(left)).await;
         Ok(())
     }
 
@@ -474,7 +579,7 @@ impl<'a> Attempt<'a> {
             fence_basis,
         } = won;
         self.armed = false;
-        let core = self.core;
+        let core = &self.core;
         let counters = &core.counters;
         Counters::bump(&counters.acquired);
         if contended {
@@ -512,7 +617,7 @@ impl<'a> Attempt<'a> {
     }
 }
 
-impl Drop for Attempt<'_> {
+impl Drop for Attempt {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -553,5 +658,16 @@ impl Won {
             granted_at: sent_at,
             fence_basis: FenceBasis::issued_now(fence),
         }
+    }
+}
+
+/// `future`, or None when `deadline` came first (no deadline: never).
+async fn within<F: std::future::Future>(
+    deadline: Option<tokio::time::Instant>,
+    future: F,
+) -> Option<F::Output> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+        None => Some(future.await),
     }
 }

@@ -19,7 +19,10 @@
 //! Calls made by the application are polled by the application's own task
 //! (no hand-off, no extra wake-up) inside [`on_background`], which makes
 //! this runtime the current one while the call is polled, so that whatever
-//! the call creates (timers, spawned tasks, reconnects) belongs here.
+//! the call creates (timers, spawned tasks, reconnects) belongs here. One
+//! part is handed off: an acquisition that found its lock busy waits for
+//! the release here, where the message arrives, and tries again from here
+//! (see [`Attempt::run`](crate::acquire::Attempt::run)).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -14,10 +14,15 @@
 //!   clean-up of a cancelled acquisition) it does at once.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 
 use crate::background::{OnBackground, on_background};
 use crate::clock::Clock;
@@ -74,6 +79,34 @@ impl Host {
         }
     }
 
+    /// Whether [`Self::hand_off`] runs work on a runtime of its own: the
+    /// library's, whose thread hears release messages and drives the
+    /// connections.
+    pub(crate) fn waits_elsewhere(&self) -> bool {
+        matches!(self, Host::Background(_))
+    }
+
+    /// Runs `work` as a task of the library's runtime, for a caller that
+    /// awaits what it returns. Dropping that sets `let_go` at once (work
+    /// that checks it starts nothing new) and stops the task at its next
+    /// `.await`, where its own drop cleans up. A caller-hosted locker has
+    /// no runtime of its own to hand off to: [`LockError::Config`].
+    pub(crate) fn hand_off<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, LockError>> + Send + 'static,
+        let_go: LetGo,
+    ) -> Result<HandedOff<T>, LockError> {
+        match self {
+            Host::Background(handle) => Ok(HandedOff {
+                task: handle.spawn(work),
+                let_go,
+            }),
+            Host::Caller => Err(LockError::config(
+                "the in-memory lock store runs its calls on the caller's runtime",
+            )),
+        }
+    }
+
     /// Runs `work` without anyone awaiting it, for at most `bound` (its
     /// calls carry no bound of their own, see
     /// [`SingleBackend`](crate::backend::single::SingleBackend)): on the
@@ -96,6 +129,52 @@ impl Host {
                 }
             }
         }
+    }
+}
+
+/// Set when the caller of work handed off ([`Host::hand_off`]) lets go of
+/// it: the task is stopped at its next `.await`, but may be running this
+/// very moment on the library's thread, where this tells it at once.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LetGo(Arc<AtomicBool>);
+
+impl LetGo {
+    /// Whether the caller let go.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Work handed off to the library's runtime ([`Host::hand_off`]); stopped
+/// when dropped.
+pub(crate) struct HandedOff<T> {
+    task: JoinHandle<Result<T, LockError>>,
+    let_go: LetGo,
+}
+
+impl<T> Future for HandedOff<T> {
+    type Output = Result<T, LockError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match ready!(Pin::new(&mut self.task).poll(cx)) {
+            Ok(output) => output,
+            // The work's own panic, passed on to whoever awaits it, as if
+            // it had been polled in place.
+            Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+            // Only a runtime shutting down cancels a task it was not asked
+            // to stop, and the library's runtime lives as long as the
+            // process.
+            Err(_) => Err(LockError::config(
+                "the lock runtime's background thread stopped",
+            )),
+        })
+    }
+}
+
+impl<T> Drop for HandedOff<T> {
+    fn drop(&mut self) {
+        self.let_go.0.store(true, Ordering::SeqCst);
+        self.task.abort();
     }
 }
 

@@ -55,6 +55,8 @@ pub struct LockerStats {
     /// timer wakes them: a gauge, not a count. At most one per key and
     /// locker sleeps on the server's answer; this locker's other tasks
     /// for the key wait for their turn in the process and are not counted.
+    /// On Redis a waiter sleeps on the library's runtime: one whose caller
+    /// let go stops counting a moment later, when that runtime stops it.
     pub asleep: u64,
 }
 

@@ -344,3 +344,49 @@ async fn a_burst_of_waiters_on_distinct_keys_is_subscribed_in_a_few_commands() {
     }
     assert!(released.elapsed() < WAKE_BOUND, "{:?}", released.elapsed());
 }
+
+/// A wait that found the lock busy runs on the library's runtime, whose
+/// thread hears the release; the caller may let go of it at any moment,
+/// the release's included. Whatever the order, nothing stays held: the
+/// next acquisition gets the lock within a couple of round trips, and
+/// every grant the cancelled waiter counted was given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_let_go_as_the_lock_is_released_leaves_nothing_held() {
+    let server = RedisServer::start();
+    let holder = locker(&server, None).await;
+    let waiter = locker(&server, Some(SLOW_BACKOFF)).await;
+    let next = locker(&server, None).await;
+    for round in 0..40u32 {
+        let key = format!("let-go-{round}");
+        let guard = holder.lock(&key).acquire().await.unwrap();
+        let waiting = {
+            let (waiter, key) = (waiter.clone(), key.clone());
+            tokio::spawn(async move { waiter.lock(&key).wait(WAKE_BOUND).acquire().await })
+        };
+        eventually("the waiter asleep", WAKE_BOUND, || {
+            waiter.stats().asleep == 1
+        })
+        .await;
+        // The release and the cancel race, each round a little apart.
+        let releasing = tokio::spawn(guard.release());
+        for _ in 0..round % 4 {
+            tokio::task::yield_now().await;
+        }
+        waiting.abort();
+        let _ = waiting.await;
+        assert!(releasing.await.unwrap().unwrap());
+        let taken = next.lock(&key).wait(STALL_ROOM).acquire().await;
+        assert!(taken.is_ok(), "round {round}: left held: {taken:?}");
+        assert!(taken.unwrap().release().await.unwrap());
+        eventually("the waiter asleep no more", STALL_ROOM, || {
+            waiter.stats().asleep == 0
+        })
+        .await;
+    }
+    // A grant that came before the cancel is given back with its guard.
+    eventually("every grant of the waiter given back", STALL_ROOM, || {
+        let stats = waiter.stats();
+        stats.acquired == stats.released
+    })
+    .await;
+}
