@@ -435,6 +435,22 @@ pub fn verdict(rows: &[Row], bound_ops_per_s: f64) -> Vec<(String, String, Strin
                 "> 1".to_owned(),
                 faster > 1.0,
             ));
+            // What the lock itself costs per deduction: the mean gap from
+            // one critical section's end to the next one's start (the
+            // deductions' own time, the payment's timer included, is not
+            // in it); watch_multi has no sections apart to measure.
+            if let (Some(ours), Some(theirs)) = (project.gaps, other_row.gaps) {
+                let ratio = ours.mean_us / theirs.mean_us.max(f64::MIN_POSITIVE);
+                lines.push((
+                    format!(
+                        "hot_key/{buyers}: lock µs per deduction (mean gap) project / {}",
+                        other.name()
+                    ),
+                    format!("{ratio:.2}"),
+                    "< 1".to_owned(),
+                    ratio < 1.0,
+                ));
+            }
             let cheaper =
                 project.redis_cpu_us_per_op / other_row.redis_cpu_us_per_op.max(f64::MIN_POSITIVE);
             lines.push((
