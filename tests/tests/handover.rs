@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{LockGuard, Locker};
+use lock_runtime::memory::MemoryStore;
+use lock_runtime::{LockConfig, LockGuard, Locker};
 use lock_tests::fixtures::{STALL_PROOF_TTL, eventually, get, lock_key, locker};
 use lock_tests::{FaultProxy, RedisServer};
 
@@ -290,4 +291,73 @@ async fn a_busy_line_lets_another_locker_in(
     // grants the line would make if it never let go.
     let most = if distance.is_some() { 100 } else { 50 };
     assert!(waited < most, "starved for {waited} grants");
+}
+
+/// A line whose passes its next tasks cannot use (here: fixed leases, which
+/// a pass in process cannot give; or each task its own ttl) gives each pass
+/// back and takes the lock again from the server: that is still the line's
+/// run of holds, and a waiter of another locker gets in after about one
+/// batch of them, as behind a line that passes (on the in-memory store,
+/// whose calls answer at once, the next in line always takes the lock
+/// back before that waiter runs).
+#[tokio::test(start_paused = true)]
+async fn a_line_whose_passes_are_given_back_does_not_starve_another_lockers_waiter() {
+    for fixed_leases in [true, false] {
+        let waited = grants_before_another_locker_gets_in(fixed_leases).await;
+        assert!(
+            waited < 50,
+            "fixed leases {fixed_leases}: starved for {waited} grants"
+        );
+    }
+}
+
+/// Three tasks of one in-memory locker take a hot lock in turn, with fixed
+/// leases (`fixed_leases`) or each with a ttl of its own; then a waiter of
+/// another locker asks for it: how many grants of the line it waited.
+async fn grants_before_another_locker_gets_in(fixed_leases: bool) -> u64 {
+    const TTL: Duration = Duration::from_secs(9);
+    let store = MemoryStore::new();
+    let config = LockConfig::in_memory_store(&store);
+    let busy = Locker::connect(config.clone()).await.unwrap();
+    let other = Locker::connect(config).await.unwrap();
+    let grants = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut line = Vec::new();
+    for n in 0..3u32 {
+        let (busy, grants, stop) = (busy.clone(), grants.clone(), stop.clone());
+        let ttl = if fixed_leases {
+            TTL
+        } else {
+            TTL + Duration::from_secs(1) * n
+        };
+        line.push(tokio::spawn(async move {
+            // Bounded in count as well as by the other locker's turn.
+            for _ in 0..1_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let request = busy.lock("sale").ttl(ttl).wait(FOREVER);
+                let guard = request.watchdog(!fixed_leases).acquire().await.unwrap();
+                grants.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for _ in 0..100 {
+        if grants.load(Ordering::SeqCst) >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let before = grants.load(Ordering::SeqCst);
+    let guard = take(&other, "sale", TTL).await;
+    let waited = grants.load(Ordering::SeqCst) - before;
+    stop.store(true, Ordering::SeqCst);
+    assert!(guard.release().await.unwrap());
+    for task in line {
+        task.await.unwrap();
+    }
+    assert_eq!(store.holders(), Vec::new(), "nothing left");
+    waited
 }
