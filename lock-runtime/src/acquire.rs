@@ -77,6 +77,10 @@ pub(crate) struct Attempt {
     /// Found the lock busy (or queued behind this locker's other tasks)
     /// at least once: counted as contended however the attempt ends.
     contended: bool,
+    /// Gave back a pass it could not use, and has not found the lock busy
+    /// since: a grant now continues the line's run of holds (see
+    /// [`Turn::granted`]).
+    gave_back_pass: bool,
     /// The answer of a Redlock round that found a majority down, while
     /// the retry at once runs: what the acquisition answers if its bound
     /// cuts that retry (a frozen master makes each of its calls last).
@@ -133,6 +137,7 @@ impl Attempt {
             turn: None,
             armed: false,
             contended: false,
+            gave_back_pass: false,
             down_majority: None,
             started: core.clock().now(),
             backoff: Backoff::new(config.backoff_min, config.backoff_max),
@@ -296,6 +301,8 @@ impl Attempt {
                 AcquireReply::Busy { pttl, sightings } => (pttl, sightings),
             };
             self.contended = true;
+            // Someone else took it meanwhile: the line's run ended.
+            self.gave_back_pass = false;
             if left.is_zero() {
                 return Err(self.timeout(started));
             }
@@ -463,6 +470,7 @@ impl Attempt {
             && (self.plan.renews || !handover.in_process);
         let now = self.core.clock().now();
         if !fits || validity::validity_end(handover.sent_at, handover.ttl) <= now {
+            self.gave_back_pass = true;
             handover.give_back().await;
             return None;
         }
@@ -601,7 +609,7 @@ impl Attempt {
             template: self.plan.template,
         }));
         if let Some(turn) = self.turn.as_mut() {
-            turn.granted(passed);
+            turn.granted(passed || self.gave_back_pass);
         }
         let watched =
             core.watchdog

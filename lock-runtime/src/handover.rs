@@ -63,7 +63,9 @@
 //! A pass that is not taken (the next in line gave up meanwhile, or wants
 //! another ttl or replica acknowledgements) is released again; one whose
 //! answer never came is released too (a compare-and-delete, harmless if
-//! the pass did not happen).
+//! the pass did not happen). A taker that gives a pass back and then finds
+//! the lock free takes it as the line's next hold, not as a new run: the
+//! line still lets waiters outside in after its share.
 
 use std::time::{Duration, Instant};
 

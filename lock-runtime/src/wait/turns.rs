@@ -99,6 +99,12 @@ impl Turn {
     /// the last holder: if nobody else is in line, stop listening (a lone
     /// waiter's subscription ends with its wait, as without a line); else
     /// keep it for the next in line.
+    ///
+    /// A grant right after a pass this task gave back (it could not use
+    /// it: another ttl, a fixed lease) counts as passed: the line took the
+    /// lock back at once, so its run of holds, and what it learnt of
+    /// waiters outside, go on. Counted afresh, a line whose passes are all
+    /// given back would never reach its share and never let them in.
     pub(crate) fn granted(&mut self, passed: bool) {
         if !passed {
             self.listening.passes = 0;
