@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_runtime::memory::MemoryStore;
-use lock_runtime::{LockConfig, LockGuard, Locker};
+use lock_runtime::{LockConfig, LockError, LockGuard, Locker, distributed_lock};
 use lock_tests::fixtures::{STALL_PROOF_TTL, eventually, get, lock_key, locker};
 use lock_tests::{FaultProxy, RedisServer};
 
@@ -360,4 +360,51 @@ async fn grants_before_another_locker_gets_in(fixed_leases: bool) -> u64 {
     }
     assert_eq!(store.holders(), Vec::new(), "nothing left");
     waited
+}
+
+/// A body that runs on past its lease's validity (its process paused,
+/// here its clock moved on while the watchdog could not run) ends with
+/// the lock reported lost, though its key lingers on the store.
+#[distributed_lock(key = "<name>", ttl = "10s", locker = locker)]
+async fn overrun(locker: &Locker, name: &str) -> Result<(), LockError> {
+    // The next in line joins meanwhile (one thread: it runs now).
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    // Moves the paused clock without yielding to the watchdog.
+    let moved =
+        futures_util::FutureExt::now_or_never(tokio::time::advance(Duration::from_millis(9_700)));
+    assert!(moved.is_none(), "the clock moved, the yield is dropped");
+    Ok(())
+}
+
+/// A lock reported lost (its holder ran past its validity while the key
+/// lingered) and then passed to the next in line by the holder's release
+/// is counted once, as lost, as a release of it would be
+/// (`LockerStats`: "a lock acquired ends counted once").
+#[tokio::test(start_paused = true)]
+async fn a_lock_reported_lost_and_then_passed_counts_as_lost_only() {
+    let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+    let next = {
+        let locker = locker.clone();
+        tokio::spawn(async move { take(&locker, "late", Duration::from_secs(10)).await })
+    };
+    let outcome = overrun(&locker, "late").await;
+    assert!(
+        matches!(outcome, Err(LockError::Lost { .. })),
+        "{outcome:?}"
+    );
+    let next = tokio::time::timeout(Duration::from_secs(1), next)
+        .await
+        .expect("the next in line got the lock")
+        .unwrap();
+    assert!(next.release().await.unwrap());
+    let stats = locker.stats();
+    assert_eq!(stats.acquired, 2, "{stats:?}");
+    assert_eq!(stats.lost, 1, "{stats:?}");
+    assert_eq!(
+        stats.acquired,
+        stats.released + stats.lost,
+        "each lock counted once: {stats:?}"
+    );
 }
