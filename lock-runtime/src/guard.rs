@@ -218,7 +218,7 @@ async fn let_go(
             Ok(Passed::To { fence, marked }) => {
                 handover.passed(fence);
                 turn.pass(handover, Some(marked));
-                Counters::bump(&core.counters.released);
+                count_released(core, lease);
                 return Ok(true);
             }
             Ok(Passed::NotOurs) => {
@@ -233,7 +233,7 @@ async fn let_go(
                 tracing::debug!(key = lease.keys.name(), error = %err, "passing the lock failed; releasing it");
                 match handover.give_back().await {
                     Some(true) => {
-                        Counters::bump(&core.counters.released);
+                        count_released(core, lease);
                         return Ok(true);
                     }
                     Some(false) => {}
@@ -267,10 +267,19 @@ async fn release(core: &Core, lease: &Lease, sent_before: bool) -> Result<bool, 
     let found_gone = !deleted && calls == 1 && !sent_before;
     if found_gone {
         lost::found_gone_at_release(lease, &core.counters);
-    } else if lease.state() != LeaseState::Lost {
-        Counters::bump(&core.counters.released);
+    } else {
+        count_released(core, lease);
     }
     Ok(deleted)
+}
+
+/// Counts `lease`'s lock released (deleted or passed on), unless it was
+/// already reported lost (its hold cap, or a body that ran past its
+/// validity while the key lingered): a lock is counted once.
+fn count_released(core: &Core, lease: &Lease) {
+    if lease.state() != LeaseState::Lost {
+        Counters::bump(&core.counters.released);
+    }
 }
 
 impl Drop for LockGuard {
