@@ -288,3 +288,39 @@ async fn a_nested_call_moved_out_of_its_holder_stops_when_the_holder_ends() {
     // The detached one made its first step only, before it was stopped.
     assert_eq!(ledger.account.balance(), 2);
 }
+
+#[distributed_lock(key = "job:<id>", locker = locker)]
+async fn step(locker: &Locker, id: u32) -> Result<(), LockError> {
+    Ok(())
+}
+
+/// Holds past its cap, going on after it (`on_lost = "continue"`), then
+/// calls `step` nested: what that nested call answered.
+#[distributed_lock(
+    key = "job:<id>",
+    ttl = "3s",
+    max_hold = "5s",
+    on_lost = "continue",
+    locker = locker
+)]
+async fn past_the_cap(locker: &Locker, id: u32) -> Result<Result<(), LockError>, LockError> {
+    let lock = lock_runtime::current().expect("held");
+    tokio::time::timeout(Duration::from_secs(10), lock.lost())
+        .await
+        .expect("told at the cap");
+    Ok(step(locker, id).await)
+}
+
+/// A call nested in a holder that reached its hold cap fails as a call
+/// running at the cap does: `HoldCapExceeded`, not a plain loss.
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_after_the_hold_cap_says_so() {
+    let locker = Locker::connect(lock_runtime::LockConfig::in_memory())
+        .await
+        .unwrap();
+    let nested = past_the_cap(&locker, 1).await.expect("the body went on");
+    assert!(
+        matches!(nested, Err(LockError::HoldCapExceeded { .. })),
+        "{nested:?}"
+    );
+}
