@@ -132,7 +132,7 @@ async fn run_nested<F: Future>(
         return Err(lost(&holder.handle, key));
     };
     if !holder.handle.is_held() {
-        return Err(LockError::Lost { key });
+        return Err(lost(&holder.handle, key));
     }
     let running = run_body(locker, &holder.handle, options.on_lost, body);
     tokio::select! {
