@@ -135,11 +135,17 @@ async fn run_nested<F: Future>(
         return Err(lost(&holder.handle, key));
     }
     let running = run_body(locker, &holder.handle, options.on_lost, body);
-    tokio::select! {
-        biased;
-        () = nested.ended() => Err(lost(&holder.handle, key)),
-        output = running => output.ok_or_else(|| lost(&holder.handle, key)),
-    }
+    // Each poll counted, so that the holder lets go only after a step
+    // running when its body ended (see `crate::reentrancy`).
+    nested
+        .step(async {
+            tokio::select! {
+                biased;
+                () = nested.ended() => Err(lost(&holder.handle, key)),
+                output = running => output.ok_or_else(|| lost(&holder.handle, key)),
+            }
+        })
+        .await
 }
 
 /// Runs `body` as a call holding `handle`: `None` when the lock was lost

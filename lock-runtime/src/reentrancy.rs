@@ -13,11 +13,14 @@
 //! A nested call never outlives the body it is nested in: one still
 //! running when that body ends (moved out of it, say spawned after a
 //! `timeout` gave up on it) is stopped at its next `.await` with
-//! `LockError::Lost`, since the lock it ran under is being let go.
+//! `LockError::Lost`, since the lock it ran under is being let go. One
+//! caught between two `.await`s (polled on another thread when the body
+//! ends) is waited for: the holder lets go only once no nested call's
+//! step is running, so none runs beside the next owner.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::{Notify, Semaphore};
 
@@ -51,6 +54,10 @@ pub(crate) struct Nested {
     /// wake-up takes a lock, and most bodies nest nothing).
     watched: AtomicBool,
     end: Notify,
+    /// Nested calls being polled right now (see [`Nested::step`]).
+    polling: AtomicUsize,
+    /// The last of those polls ended, after the body did.
+    idle: Notify,
 }
 
 impl Nested {
@@ -60,6 +67,45 @@ impl Nested {
             ended: AtomicBool::new(false),
             watched: AtomicBool::new(false),
             end: Notify::new(),
+            polling: AtomicUsize::new(0),
+            idle: Notify::new(),
+        }
+    }
+
+    /// Marks the holding call's body ended, and wakes who waits for that.
+    fn finish(&self) {
+        self.ended.store(true, Ordering::SeqCst);
+        if self.watched.load(Ordering::SeqCst) {
+            self.end.notify_waiters();
+        }
+    }
+
+    /// Runs a nested call's `work`, each poll counted in [`Self::polling`]
+    /// while it runs: a poll that began before the body ended is waited
+    /// for ([`Self::settled`]); one that begins after sees the end (the
+    /// work looks at [`Self::ended`] first).
+    pub(crate) async fn step<F: Future>(&self, work: F) -> F::Output {
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            let _polling = Polling::enter(self);
+            work.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    /// Completes once no nested call is being polled; after [`Self::finish`],
+    /// none starts again.
+    async fn settled(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            // Registered before looking, so a poll ending between the two
+            // wakes it.
+            idle.as_mut().enable();
+            if self.polling.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
         }
     }
 
@@ -81,16 +127,33 @@ impl Nested {
     }
 }
 
+/// One poll of a nested call, counted while it runs.
+struct Polling<'a>(&'a Nested);
+
+impl<'a> Polling<'a> {
+    fn enter(nested: &'a Nested) -> Self {
+        nested.polling.fetch_add(1, Ordering::SeqCst);
+        Self(nested)
+    }
+}
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        let nested = self.0;
+        if nested.polling.fetch_sub(1, Ordering::SeqCst) == 1 && nested.ended.load(Ordering::SeqCst)
+        {
+            nested.idle.notify_waiters();
+        }
+    }
+}
+
 /// Marks its frame's body ended when dropped: when the body returns, and
 /// when the call is cancelled.
 struct EndOnDrop(Arc<Nested>);
 
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
-        self.0.ended.store(true, Ordering::SeqCst);
-        if self.0.watched.load(Ordering::SeqCst) {
-            self.0.end.notify_waiters();
-        }
+        self.0.finish();
     }
 }
 
@@ -138,7 +201,12 @@ pub(crate) async fn holding<F: Future>(core: &Core, handle: LockHandle, body: F)
     held.push(Frame {
         locker: core.identity(),
         handle,
-        nested,
+        nested: nested.clone(),
     });
-    HELD.scope(HeldLocks(Arc::new(held)), body).await
+    let output = HELD.scope(HeldLocks(Arc::new(held)), body).await;
+    // A nested call moved out of the body may be mid-step on another
+    // thread: it stops at its next `.await`, and the lock is let go after.
+    nested.finish();
+    nested.settled().await;
+    output
 }

@@ -371,7 +371,6 @@ async fn leaving_a_busy_step(
 /// is between two `.await`s on another thread when the body ends goes on
 /// to its next `.await` while the lock is already the next owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: the holder lets go of the lock without waiting for a nested call still running to reach its next .await"]
 async fn a_nested_call_mid_step_when_its_holder_ends_does_not_run_beside_the_next_owner() {
     let server = RedisServer::start();
     let ledger = Arc::new(Ledger::new(&server).await);
