@@ -1,6 +1,7 @@
 //! Calls nested in a holder's body (same task, same key): they run under
 //! the holder's lock, one at a time, and never wait on an ancestor.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -325,70 +326,91 @@ async fn a_call_nested_after_the_hold_cap_says_so() {
     );
 }
 
-/// A nested call whose body does synchronous work between two `.await`s
-/// (`entered` when it starts it, `after` once it is done).
+/// What a nested call moved out of its holder and its holder tell each
+/// other, across threads.
+#[derive(Default)]
+struct Step {
+    /// The nested call is inside its synchronous step.
+    entered: AtomicBool,
+    /// The holder's body is about to end.
+    holder_done: AtomicBool,
+    /// The nested call made its write, believing it holds the lock.
+    wrote: AtomicBool,
+}
+
+/// A nested call whose body does synchronous work between two `.await`s:
+/// it stays in that step until its holder's body ended, and a while more
+/// (room for a holder that would not wait for it to let go, and for the
+/// next owner to take the lock), then writes.
 #[distributed_lock(key = "acct:<id>", wait = "5s", locker = ledger.locker)]
-async fn busy_step(
-    ledger: Arc<Ledger>,
-    id: u32,
-    entered: Arc<AtomicBool>,
-    after: Arc<AtomicBool>,
-) -> Result<(), LockError> {
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    entered.store(true, Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(300));
-    // A write the body makes believing it holds the lock.
-    after.store(true, Ordering::SeqCst);
+async fn busy_step(ledger: Arc<Ledger>, id: u32, step: Arc<Step>) -> Result<(), LockError> {
+    tokio::task::yield_now().await;
+    step.entered.store(true, Ordering::SeqCst);
+    let since = std::time::Instant::now();
+    while !step.holder_done.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    step.wrote.store(true, Ordering::SeqCst);
     tokio::task::yield_now().await;
     Ok(())
 }
 
-/// Starts `busy_step` nested, moves it to a task of its own and ends once
+/// Starts `busy_step` nested, moves it to a thread of its own (so that no
+/// scheduling of the two on one worker decides the order) and ends once
 /// that step is inside its synchronous work.
 #[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
 async fn leaving_a_busy_step(
     ledger: Arc<Ledger>,
     id: u32,
-    entered: Arc<AtomicBool>,
-    after: Arc<AtomicBool>,
-) -> Result<tokio::task::JoinHandle<Result<(), LockError>>, LockError> {
-    let mut nested = Box::pin(busy_step(ledger.clone(), id, entered.clone(), after));
-    let waited = tokio::time::timeout(Duration::from_millis(1), &mut nested).await;
-    assert!(waited.is_err(), "the nested call is still running");
-    let detached = tokio::spawn(nested);
-    for _ in 0..1_000 {
-        if entered.load(Ordering::SeqCst) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    assert!(entered.load(Ordering::SeqCst), "the nested call started");
+    step: Arc<Step>,
+) -> Result<std::thread::JoinHandle<Result<(), LockError>>, LockError> {
+    let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
+    // Polled once here, in the holder's body: it is a nested call.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the nested call is still running");
+    let detached = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(nested)
+    });
+    lock_tests::fixtures::eventually(
+        "the nested call in its step",
+        Duration::from_secs(10),
+        || step.entered.load(Ordering::SeqCst),
+    )
+    .await;
+    step.holder_done.store(true, Ordering::SeqCst);
     Ok(detached)
 }
 
 /// README: a nested call moved out of its holder "is stopped at its next
 /// `.await` when that body ends, ... before the lock is let go". One that
-/// is between two `.await`s on another thread when the body ends goes on
-/// to its next `.await` while the lock is already the next owner's.
+/// is between two `.await`s on another thread when the body ends is
+/// waited for: the lock is let go only after that step, so its write
+/// never lands while the lock is the next owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_call_mid_step_when_its_holder_ends_does_not_run_beside_the_next_owner() {
     let server = RedisServer::start();
     let ledger = Arc::new(Ledger::new(&server).await);
-    let (entered, after) = (Arc::default(), Arc::new(AtomicBool::new(false)));
-    let detached = leaving_a_busy_step(ledger.clone(), 1, entered, after.clone())
+    let step = Arc::new(Step::default());
+    let detached = leaving_a_busy_step(ledger.clone(), 1, step.clone())
         .await
         .unwrap();
     let next = ledger.locker.lock("acct:1").acquire().await.unwrap();
-    let ran_beside = after.load(Ordering::SeqCst);
-    let stopped = detached.await.unwrap();
-    let ran_beside = !ran_beside && after.load(Ordering::SeqCst) && next.is_held();
+    let wrote_before_next = step.wrote.load(Ordering::SeqCst);
+    let stopped = tokio::task::spawn_blocking(move || detached.join().unwrap())
+        .await
+        .unwrap();
     assert!(next.release().await.unwrap());
+    assert!(
+        wrote_before_next,
+        "the nested call wrote while the lock was the next owner's"
+    );
     assert!(
         matches!(stopped, Err(LockError::Lost { .. })),
         "{stopped:?}"
-    );
-    assert!(
-        !ran_beside,
-        "the nested call wrote while the lock was the next owner's"
     );
 }
