@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lock_runtime::{LockConfig, LockError, Locker};
-use lock_tests::{SilentListener, closed_port};
+use lock_tests::{RedisServer, SilentListener, closed_port};
 
 /// A server that refuses connections: the error names the address it
 /// tried, and not the password of the URL.
@@ -36,4 +36,50 @@ async fn a_silent_server_names_itself_in_the_timeout() {
         "{message}"
     );
     assert!(message.contains("no answer within"), "{message}");
+}
+
+/// Makes `server` require `password` from its default user, as
+/// `requirepass` does.
+fn require_password(server: &RedisServer, password: &str) {
+    let rule = format!(">{password}");
+    let answer = server.cmd(&["ACL", "SETUSER", "default", "on", "resetpass", &rule]);
+    assert_eq!(answer, redis::Value::Okay);
+}
+
+/// A server that requires a password, reached by a URL without one: the
+/// connection opens, but every command is refused (`NOAUTH`). `connect`
+/// fails, naming the server and where the password goes, rather than
+/// every lock failing later with a pipeline of `NOAUTH` errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_password_fails_connect_and_says_where_it_goes() {
+    let server = RedisServer::start();
+    require_password(&server, "s3cret-pw");
+    let result = Locker::connect(LockConfig::from_url(&server.url()).unwrap()).await;
+    let err = result.expect_err("connect to a server that refuses every command");
+    let message = err.to_string();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", server.port())),
+        "{message}"
+    );
+    assert!(message.contains("password"), "{message}");
+    assert!(message.contains("redis://"), "{message}");
+}
+
+/// The same on Redlock: masters that refuse every command are not
+/// reachable masters. Without the check, `connect` succeeded and each
+/// acquisition waited its whole wait, then answered `QuorumNotReached`
+/// ("reached 0 of the 2 masters"), with no word of the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_masters_that_require_a_password_fail_connect() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for master in &masters {
+        require_password(master, "s3cret-pw");
+    }
+    let url = lock_tests::fixtures::redlock_url(&masters);
+    let result = Locker::connect(LockConfig::from_url(&url).unwrap()).await;
+    let err = result.expect_err("connect to masters that refuse every command");
+    let message = err.to_string();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(message.contains("password"), "{message}");
 }
