@@ -133,11 +133,13 @@ impl Backend {
             ))),
             // Every lock call on one server runs inside an operation's own
             // bound (an acquisition's, a release's, a clean-up's).
-            Topology::Single(server) => node(NodeBackend::Single(Arc::new(
-                single::SingleBackend::connect(server.clone(), config)
-                    .await?
-                    .bounded_by_operations(),
-            ))),
+            Topology::Single(server) => {
+                let backend = single::SingleBackend::connect(server.clone(), config).await?;
+                backend.check_login(config.response_timeout).await?;
+                node(NodeBackend::Single(Arc::new(
+                    backend.bounded_by_operations(),
+                )))
+            }
             Topology::Redlock { masters } => Ok(Backend::Redlock(
                 redlock::RedlockBackend::connect(masters, config, scripts).await?,
             )),

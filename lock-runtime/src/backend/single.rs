@@ -219,6 +219,33 @@ impl SingleBackend {
             .collect())
     }
 
+    /// Fails when the server refuses commands for want of a login
+    /// (`NOAUTH`): a connection to a server that requires a password
+    /// opens without one, and only its first command says so. One `PING`
+    /// at start-up, so that a service learns it then, with what to change,
+    /// and not at its first lock (on Redlock, after a whole wait, as a
+    /// quorum not reached). Any other answer, or none within `bound`, is
+    /// left to the lock calls to report. (Sentinel's lookup checks its
+    /// master with `ROLE`, which says the same.)
+    pub(crate) async fn check_login(&self, bound: Duration) -> Result<(), LockError> {
+        let mut connection = self.pool[0].clone();
+        let command = redis::cmd("PING");
+        let ping = command.query_async::<redis::Value>(&mut connection);
+        match tokio::time::timeout(bound, ping).await {
+            Ok(Err(err)) if err.code() == Some("NOAUTH") => {
+                Err(LockError::Redis(redis::RedisError::from((
+                    redis::ErrorKind::AuthenticationFailed,
+                    "cannot connect",
+                    format!(
+                        "connecting to Redis at {}: the server requires a password and the URL gives none; put it in the URL: `redis://:password@host:port/`, or `redis://user:password@host:port/` for an ACL user",
+                        self.client.get_connection_info().addr()
+                    ),
+                ))))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Loads `scripts` (best effort, each within the response bound), so
     /// that the first calls on a fresh server take one round trip.
     pub(crate) async fn preload(&self, scripts: &[&LuaScript], bound: Duration) {

@@ -70,9 +70,13 @@ impl Master {
 
     /// Connects now, within the connect timeout (start-up).
     pub(super) async fn connect(&self) -> Result<(), LockError> {
-        let result = SingleBackend::connect(self.info.clone(), &self.config)
-            .await
-            .map(SingleBackend::bounded_by_rounds);
+        let result = match SingleBackend::connect(self.info.clone(), &self.config).await {
+            Ok(backend) => backend
+                .check_login(self.config.response_timeout)
+                .await
+                .map(|()| backend.bounded_by_rounds()),
+            Err(err) => Err(err),
+        };
         if let Ok(backend) = &result {
             // The first rounds on a fresh master then take one round trip
             // and not two (`NOSCRIPT`, then the script in full): a round's
