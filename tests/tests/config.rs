@@ -145,6 +145,53 @@ async fn cluster_seeds_that_cannot_work_together_are_config_errors() {
     }
 }
 
+/// A `/` in a password ends the host part early too: such a URL does not
+/// parse, and its error used to blame the database number ("Invalid
+/// database number"), a missing piece ("did not parse") or, on a
+/// Cluster, a database to drop. It says to percent-encode the `/`, as
+/// the README promises of every invalid value, and shows no part of the
+/// password.
+#[test]
+fn an_unencoded_slash_in_a_password_is_a_config_error_that_says_to_encode_it() {
+    // The password's parts, as they would show.
+    let shows_password = |message: &str| message.contains(":12") || message.contains("34@");
+    let forms = [
+        "redis://orders:12/34@redis.internal:6379/",
+        "redis://:12/34@redis.internal:6379/",
+        "redis://orders:12/3@redis.internal:6379/",
+        "redis+cluster://orders:12/34@h1:7000,h2:7000",
+        "redis+redlock://:12/34@h1:1,h2:1,h3:1",
+        "redis+sentinel://orders:12/34@h1:26379/mymaster",
+    ];
+    for url in forms {
+        let message = is_config_error(LockConfig::from_url(url));
+        assert!(
+            message.contains("%2F") && !shows_password(&message),
+            "{url}: {message}"
+        );
+    }
+    let nodes = [
+        LockConfig::cluster(["redis://orders:12/34@h1:7000"]),
+        LockConfig::redlock(["redis://:12/34@h1:1", "redis://h2:1", "redis://h3:1"]),
+        LockConfig::sentinel(["redis://:12/34@h1:26379"], "mymaster"),
+    ];
+    for config in nodes {
+        let message = is_config_error(config);
+        assert!(
+            message.contains("%2F") && !shows_password(&message),
+            "{message}"
+        );
+    }
+    // An `@` that the URL's own parts hold stays theirs.
+    for fine in [
+        "redis+sentinel://h1:26379/my@master",
+        "redis://orders:12%2F34@redis.internal:6379/",
+        "unix:///run/redis@1.sock",
+    ] {
+        assert!(LockConfig::from_url(fine).is_ok(), "{fine}");
+    }
+}
+
 /// A password holding an unencoded `?` or `#` after digits
 /// (`orders:1234?x@host`) reads as host `orders`, port 1234, and the rest
 /// as a query or fragment: such a URL parsed, and its connect errors and
