@@ -599,10 +599,12 @@ where
             topology::check_password_encoded(url)?;
             topology::check_query(url, false)?;
             url.into_connection_info().map_err(|err| {
-                LockError::config(format!(
-                    "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",
-                    redact(url)
-                ))
+                topology::slash_in_password(url).unwrap_or_else(|| {
+                    LockError::config(format!(
+                        "cannot parse the {what} node URL `{}` ({err}); expected `redis://host:port`",
+                        redact(url)
+                    ))
+                })
             })
         })
         .collect()

@@ -67,7 +67,18 @@ impl Topology {
         };
         let kind = kind.map(str::to_ascii_lowercase);
         check_query(url, kind.as_deref() == Some("sentinel"))?;
-        match kind.as_deref() {
+        Self::parse_hosts(url, base, rest, kind.as_deref())
+            .map_err(|err| slash_in_password(url).unwrap_or(err))
+    }
+
+    /// The hosts, path and query of `url` (`base+kind://rest`).
+    fn parse_hosts(
+        url: &str,
+        base: &str,
+        rest: &str,
+        kind: Option<&str>,
+    ) -> Result<Self, LockError> {
+        match kind {
             None => Ok(Topology::Single(node_info(url, url)?)),
             Some("cluster") => {
                 let hosts = MultiHost::split(url, base, rest)?;
@@ -407,6 +418,25 @@ pub(crate) fn check_password_encoded(url: &str) -> Result<(), LockError> {
         ));
     }
     Ok(())
+}
+
+/// Why a URL that did not parse failed, when its password holds an
+/// unencoded `/`: the host part then ends at that `/`, and the rest
+/// (`34@host:6379/`) reads as a database or a master's name, so the
+/// parser's own complaint ("Invalid database number") points elsewhere.
+/// The sign: a host part without an `@`, and an `@` after it, before any
+/// query. Asked only of a URL that failed, so an `@` a valid URL holds in
+/// its path (a Sentinel master's name) is never taken for one.
+pub(crate) fn slash_in_password(url: &str) -> Option<LockError> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+    let (authority, after) = rest.split_once('/')?;
+    (!authority.is_empty() && !authority.contains('@') && after.contains('@')).then(|| {
+        bad_url(
+            url,
+            "a `/` in the password ends the host part early; percent-encode it (`/` as `%2F`)",
+        )
+    })
 }
 
 fn node_info(whole_url: &str, node_url: &str) -> Result<ConnectionInfo, LockError> {
