@@ -83,3 +83,23 @@ async fn redlock_masters_that_require_a_password_fail_connect() {
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     assert!(message.contains("password"), "{message}");
 }
+
+/// A cell `locker = ..` names, never filled.
+static ORDERS: std::sync::OnceLock<Locker> = std::sync::OnceLock::new();
+
+#[lock_runtime::distributed_lock(key = "order:<id>", locker = ORDERS)]
+async fn ship(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+/// An annotated fn whose `locker = ..` cell was never filled: the error
+/// says to fill the cell. It said only to call `lock_runtime::init`, which
+/// sets the global locker and leaves the cell as empty as before.
+#[tokio::test]
+async fn an_empty_locker_cell_says_to_fill_the_cell() {
+    let err = ship(1).await.unwrap_err();
+    assert!(matches!(err, LockError::NotInitialized), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("locker = "), "{message}");
+    assert!(message.contains(".set("), "{message}");
+}
