@@ -19,9 +19,11 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// The process-wide locker was used before [`crate::init`] ran.
+    /// The process-wide locker was used before [`crate::init`] ran, or
+    /// the cell an attribute's `locker = ..` names
+    /// ([`LockerSource`](crate::LockerSource)) was never filled.
     #[error(
-        "the global locker is not initialized: call `lock_runtime::init(config).await` at start-up"
+        "the locker is not initialized: call `lock_runtime::init(config).await` at start-up, or, for `#[distributed_lock(locker = CELL)]`, fill that cell first (`CELL.set(Locker::connect(config).await?)`)"
     )]
     NotInitialized,
 
