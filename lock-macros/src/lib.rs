@@ -32,7 +32,8 @@ use proc_macro::TokenStream;
 ///
 /// Arguments: `key` (required; `<param>` or `<param.field>` placeholders,
 /// `<<`/`>>` for literal angle brackets), `ttl` (lease, default from the
-/// locker's config), `wait` (`"0s"` tries once; default from the config),
+/// locker's config), `wait` (`"0s"` tries once; default: the config's
+/// `default_wait` if set, else the lock's ttl),
 /// `watchdog` (renew while the body runs, default `true`), `on_lost`
 /// (`"cancel"`, the default, or `"continue"`), `reentrant` (a call nested in
 /// one holding the same key runs under it, one at a time; default `true`),
