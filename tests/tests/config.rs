@@ -25,6 +25,24 @@ fn bad_urls_are_config_errors() {
     }
 }
 
+/// A URL of another scheme, or one the parser refuses, says what a Redis
+/// URL looks like, as the README promises of every invalid value (they
+/// said "Redis URL did not parse - InvalidClientConfig").
+#[test]
+fn an_unparsable_url_says_what_a_redis_url_looks_like() {
+    for url in ["http://127.0.0.1/", "https://redis.internal:6379/"] {
+        let message = is_config_error(LockConfig::from_url(url));
+        assert!(
+            message.contains("is not a Redis URL") && message.contains("redis://"),
+            "{url}: {message}"
+        );
+    }
+    for url in ["redis://127.0.0.1:99999/", "redis://127.0.0.1:notaport/"] {
+        let message = is_config_error(LockConfig::from_url(url));
+        assert!(message.contains("host[:port]"), "{url}: {message}");
+    }
+}
+
 #[tokio::test]
 async fn bad_values_are_config_errors_before_connecting() {
     // Port 1 on loopback: connecting would fail differently, with a Redis error.
