@@ -41,6 +41,8 @@ fn an_unparsable_url_says_what_a_redis_url_looks_like() {
         let message = is_config_error(LockConfig::from_url(url));
         assert!(message.contains("host[:port]"), "{url}: {message}");
     }
+    // redis-rs's own name for a socket is one server, not a topology.
+    assert!(LockConfig::from_url("redis+unix:///run/redis.sock").is_ok());
 }
 
 #[tokio::test]

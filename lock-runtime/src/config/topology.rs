@@ -79,7 +79,8 @@ impl Topology {
         kind: Option<&str>,
     ) -> Result<Self, LockError> {
         match kind {
-            None => Ok(Topology::Single(node_info(url, url)?)),
+            // `redis+unix://` is redis-rs's own name for a socket.
+            None | Some("unix") => Ok(Topology::Single(single_node(url, base)?)),
             Some("cluster") => {
                 let hosts = MultiHost::split(url, base, rest)?;
                 let (path, query) = hosts.path_and_query();
@@ -437,6 +438,29 @@ pub(crate) fn slash_in_password(url: &str) -> Option<LockError> {
             "a `/` in the password ends the host part early; percent-encode it (`/` as `%2F`)",
         )
     })
+}
+
+/// What a Redis URL looks like, for an error about one that is not.
+const URL_FORMS: &str = "write `redis://[user:password@]host[:port][/db]` (`rediss://` for TLS, \
+     `unix:///path/to/redis.sock` for a socket), a list of hosts after `redis+cluster://`, \
+     `redis+sentinel://` or `redis+redlock://`, or `memory://`";
+
+/// One server's URL (`scheme` is its scheme before any `+`), or why it is
+/// not one: another scheme (`http://`) is named as such, and the parser's
+/// own complaint ("did not parse") comes with what a Redis URL looks like.
+fn single_node(url: &str, scheme: &str) -> Result<ConnectionInfo, LockError> {
+    const SCHEMES: [&str; 5] = ["redis", "rediss", "valkey", "valkeys", "unix"];
+    if !SCHEMES
+        .iter()
+        .any(|known| scheme.eq_ignore_ascii_case(known))
+    {
+        return Err(bad_url(
+            url,
+            &format!("`{scheme}://` is not a Redis URL; {URL_FORMS}"),
+        ));
+    }
+    url.into_connection_info()
+        .map_err(|err| bad_url(url, &format!("{err}; {URL_FORMS}")))
 }
 
 fn node_info(whole_url: &str, node_url: &str) -> Result<ConnectionInfo, LockError> {
