@@ -1215,3 +1215,48 @@ async fn a_majority_down_and_one_frozen_is_quorum_not_reached_not_a_timeout() {
         "{answer:?}"
     );
 }
+
+/// `inspect` reads a lock as a majority of masters sees it. When the
+/// masters that answered cannot tell (too few answered, or the silent ones
+/// could still make a majority for an owner seen on some), "free" would be
+/// a guess about a lock a frozen majority may hold: it answers an error,
+/// as a release whose outcome is unknown does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_never_calls_free_a_lock_the_silent_masters_may_hold() {
+    let masters = start_masters(3);
+    let locker = locker(&url_of(&masters)).await;
+    let key = lock_tests::fixtures::lock_key("watched");
+    let _guard = locker
+        .lock("watched")
+        .ttl(Duration::from_secs(20))
+        .acquire()
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| {
+        eventually_sync(|| masters.iter().all(|master| exists(master, &key)));
+        masters[0].pause();
+        masters[1].pause();
+    });
+    // Held on all three; only the third answers.
+    let minority = locker.inspect("watched").await;
+    tokio::task::block_in_place(|| {
+        masters[1].resume();
+        masters[2].cmd(&["DEL", &key]);
+    });
+    // The second holds it, the third lost it, the first is silent: held
+    // if the first still holds it, which nobody answering can tell.
+    let undecided = locker.inspect("watched").await;
+    tokio::task::block_in_place(|| masters[0].resume());
+    for (what, answer) in [
+        ("one master of three answered", minority),
+        ("one holder, one empty, one silent", undecided),
+    ] {
+        assert!(
+            !matches!(answer, Ok(ref info) if !info.held),
+            "{what}: reported free, though a majority may hold it: {answer:?}"
+        );
+        println!("{what}: {answer:?}");
+    }
+    let info = locker.inspect("watched").await.unwrap();
+    assert!(info.held, "{info:?}");
+}
