@@ -119,7 +119,9 @@ impl Locker {
     /// ([`LockConfig::holder_label`](crate::LockConfig::holder_label)),
     /// whether someone waits for it, and for how long yet. Costs the locks nothing: it
     /// reads what every acquisition writes anyway. Returns within two
-    /// bounded round trips.
+    /// bounded round trips. On Redlock it fails, rather than call the lock
+    /// free, when the masters that did not answer could make a majority
+    /// for a holder.
     ///
     /// ```no_run
     /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {

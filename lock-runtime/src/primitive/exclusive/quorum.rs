@@ -440,8 +440,11 @@ async fn delete_everywhere(
 
 /// The lock as a majority of masters sees it: held when one owner's token
 /// is on a majority; its lease runs until the majority's shortest ends.
-/// Asks every master (each within its bound) and fails only when none
-/// answered.
+/// Asks every master (each within its bound). Fails when the masters that
+/// answered cannot tell: none held it on a majority, yet the silent ones
+/// could make one (for an owner seen on some, or one nobody answering
+/// showed). "Free" would then be a guess about a lock a frozen majority
+/// may hold, as `Ok(false)` would be for a release.
 pub(crate) async fn inspect(
     masters: &RedlockBackend,
     route: Route,
@@ -463,12 +466,34 @@ pub(crate) async fn inspect(
             }
         }
     }
-    if values.is_empty()
+    let view = majority_view(keys.name(), &values, quorum(total));
+    if !view.held
+        && could_be_held_unseen(&values, total, quorum(total))
         && let Some(err) = first_error
     {
         return Err(err);
     }
-    Ok(majority_view(keys.name(), &values, quorum(total)))
+    Ok(view)
+}
+
+/// Whether the `total - values.len()` masters that did not answer could
+/// complete a majority of `needed` for some owner: one seen on some of
+/// `values`, or one none of them shows.
+fn could_be_held_unseen(values: &[(String, i64)], total: usize, needed: usize) -> bool {
+    use crate::token::owner_of;
+    let silent = total.saturating_sub(values.len());
+    silent >= needed
+        || values
+            .iter()
+            .filter(|(value, _)| !value.is_empty())
+            .any(|(value, _)| {
+                let owner = owner_of(value);
+                let seen = values
+                    .iter()
+                    .filter(|(v, _)| !v.is_empty() && owner_of(v) == owner)
+                    .count();
+                seen + silent >= needed
+            })
 }
 
 /// What `needed` of the masters' `(value, pttl)` agree on.
@@ -605,5 +630,32 @@ mod tests {
         assert_eq!(held.remaining, Some(Duration::from_millis(400)));
         let free = majority_view("k", &[(String::new(), -2), (a, 900)], 2);
         assert_eq!(free, LockInfo::free("k"));
+    }
+
+    #[test]
+    fn a_lock_is_free_only_when_the_silent_masters_cannot_make_a_majority() {
+        let (a, none) = (value("web-1", 'a'), (String::new(), -2));
+        let b = value("web-2", 'b');
+        // Every master answered: whatever they show is the whole story.
+        let all = [(a.clone(), 900), (b.clone(), 900), none.clone()];
+        assert!(!could_be_held_unseen(&all, 3, 2));
+        // One of three answered: the other two are a majority.
+        assert!(could_be_held_unseen(std::slice::from_ref(&none), 3, 2));
+        assert!(could_be_held_unseen(&[(a.clone(), 900)], 3, 2));
+        // Two answered: only an owner seen on one could be on the third too.
+        assert!(!could_be_held_unseen(&[none.clone(), none.clone()], 3, 2));
+        assert!(could_be_held_unseen(
+            &[(a.clone(), 900), none.clone()],
+            3,
+            2
+        ));
+        assert!(could_be_held_unseen(
+            &[(a.clone(), 900), (b.clone(), 900)],
+            3,
+            2
+        ));
+        // Four of five: two owners seen once each, one silent: no majority.
+        let four = [(a, 900), (b, 900), none.clone(), none];
+        assert!(!could_be_held_unseen(&four, 5, 3));
     }
 }
