@@ -9,7 +9,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 
 use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
-use crate::key_template::KeyTemplate;
+use crate::key_template::{KeyTemplate, identifier_like};
 
 const VALID: &str =
     "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `reentrant`, `max_hold`, `locker` and `crate`";
@@ -115,12 +115,16 @@ impl LockArgs {
                 }
                 "crate" => string(&value, &label)
                     .and_then(|lit| {
-                        lit.parse::<Path>().map_err(|_| {
+                        let not_a_path = || {
                             syn::Error::new(
                                 lit.span(),
                                 "`crate` is the path the runtime crate is reached by, e.g. `crate = \"::lock_runtime\"` or `crate = \"my_app::locks\"`",
                             )
-                        })
+                        };
+                        if !path_like(&lit.value()) {
+                            return Err(not_a_path());
+                        }
+                        lit.parse::<Path>().map_err(|_| not_a_path())
                     })
                     .map(|p| args.krate = Some(p)),
                 _ => Err(syn::Error::new(
@@ -261,6 +265,16 @@ fn max_hold(lit: &LitStr) -> syn::Result<DurationArg> {
         ));
     }
     Ok(cap)
+}
+
+/// Whether `text` holds only identifiers joined by `::` (with a leading
+/// `::` allowed), checked before the Rust lexer sees it (see
+/// [`identifier_like`]).
+fn path_like(text: &str) -> bool {
+    let text = text.trim();
+    let text = text.strip_prefix("::").unwrap_or(text);
+    text.split("::")
+        .all(|segment| identifier_like(segment.trim()))
 }
 
 fn on_lost(lit: &LitStr) -> syn::Result<OnLost> {

@@ -114,6 +114,9 @@ fn parse_path(path: &str) -> Result<Vec<Part>, String> {
 
 /// A Rust identifier (raw or not), or a keyword usable as a raw one.
 fn name_part(text: &str) -> Option<Part> {
+    if !identifier_like(text.trim()) {
+        return None;
+    }
     if let Ok(ident) = syn::parse_str::<Ident>(text) {
         let raw = text.starts_with("r#");
         return Some(Part::Name {
@@ -128,6 +131,18 @@ fn name_part(text: &str) -> Option<Part> {
         return None;
     }
     Some(Part::Name { name, raw: true })
+}
+
+/// Whether `text` holds only what an identifier can: an optional `r#`,
+/// then a letter or `_`, then letters, digits and `_`. Checked before the
+/// text reaches the Rust lexer, which inside a macro reports some mistakes
+/// itself, at the whole attribute (`id#` is a reserved prefix, `1e` a
+/// number without its exponent), besides the error said at the literal.
+pub(crate) fn identifier_like(text: &str) -> bool {
+    let bare = text.strip_prefix("r#").unwrap_or(text);
+    let mut chars = bare.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
 }
 
 /// A parsed template, ready to render.
@@ -337,10 +352,26 @@ mod tests {
             ("stock:<p.a²>", "not a parameter name"),
             ("stock:<p.self>", "not a parameter name"),
             ("stock:<p.99999999999999999999999>", "too large"),
+            // What the lexer would read as something else than a name.
+            ("stock:<id#>", "not a parameter name"),
+            ("stock:<p.1e>", "not a parameter name"),
+            ("stock:<p.b\"x\">", "not a parameter name"),
         ];
         for (template, expected) in cases {
             let err = parse_text(template).unwrap_err();
             assert!(err.contains(expected), "`{template}`: {err}");
+        }
+    }
+
+    #[test]
+    fn names_are_told_from_other_text_before_lexing() {
+        for name in ["id", "_", "r#type", "名前", "é", " id "] {
+            assert!(identifier_like(name.trim()), "{name:?}");
+        }
+        for text in [
+            "", "r#", "1e", "id#", "b#x", "a-b", "a b", "'a", "a\"", "🦀",
+        ] {
+            assert!(!identifier_like(text), "{text:?}");
         }
     }
 
