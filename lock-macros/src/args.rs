@@ -233,7 +233,7 @@ fn ttl(lit: &LitStr) -> syn::Result<DurationArg> {
     if ttl.nanos > 365 * 24 * 3600 * 1_000_000_000 {
         return Err(syn::Error::new(
             lit.span(),
-            "`ttl` must be at most a year: a lease is how long a crashed owner blocks everyone",
+            "`ttl` must be at most 365 days: a lease is how long a crashed owner blocks everyone",
         ));
     }
     // The runtime's shortest lease (`config::rules::MIN_TTL`): a shorter
@@ -261,7 +261,7 @@ fn max_hold(lit: &LitStr) -> syn::Result<DurationArg> {
     if cap.nanos > 365 * 24 * 3600 * 1_000_000_000 {
         return Err(syn::Error::new(
             lit.span(),
-            "`max_hold` must be at most a year",
+            "`max_hold` must be at most 365 days",
         ));
     }
     Ok(cap)

@@ -32,7 +32,7 @@ pub(crate) fn check_ttl(ttl: Duration, what: impl std::fmt::Display) -> Result<(
     }
     if ttl > MAX_TTL {
         return Err(LockError::config(format!(
-            "{what} is {ttl:?}; it must be at most a year: a lease is how long a crashed owner blocks everyone"
+            "{what} is {ttl:?}; it must be at most 365 days: a lease is how long a crashed owner blocks everyone"
         )));
     }
     Ok(())
@@ -53,7 +53,7 @@ pub(crate) fn check_max_hold(cap: Duration, what: impl std::fmt::Display) -> Res
     }
     if cap > MAX_HOLD {
         return Err(LockError::config(format!(
-            "{what} is {cap:?}; it must be at most a year"
+            "{what} is {cap:?}; it must be at most 365 days"
         )));
     }
     Ok(())
@@ -165,7 +165,7 @@ pub(crate) fn check_quarantine(
 ) -> Result<(), LockError> {
     if quarantine > MAX_TTL {
         return Err(LockError::config(format!(
-            "Redlock's restart_quarantine is {quarantine:?}; it must be at most a year, the longest lease"
+            "Redlock's restart_quarantine is {quarantine:?}; it must be at most 365 days, the longest lease"
         )));
     }
     if ttl > quarantine {
