@@ -718,7 +718,7 @@ mod tests {
             "redis:/u:secret@h:1/",
             "redis//u:secret@h:1/",
             "u:secret@h:1",
-            "redis+unix:///run/redis.sock?pass=secret",
+            "redis+unx:///run/redis.sock?pass=secret",
             "unix:///run/redis.sock?db=x&pass=secret",
         ];
         for url in mistyped {
