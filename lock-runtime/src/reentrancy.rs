@@ -96,6 +96,11 @@ impl Nested {
     /// Completes once no nested call is being polled; after [`Self::finish`],
     /// none starts again.
     async fn settled(&self) {
+        // Most bodies nest nothing, or nothing still running: no waiter to
+        // register (a poll that starts from now on sees the end).
+        if self.polling.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         loop {
             let idle = self.idle.notified();
             tokio::pin!(idle);
