@@ -159,7 +159,11 @@ impl Attempt {
     /// with the answer, instead of three times (by the message, to send
     /// the try, and with its answer). On a machine whose idle threads are
     /// slow to wake, that is most of a hand-over between processes.
-    pub(crate) async fn run(mut self) -> Result<LockGuard, LockError> {
+    ///
+    /// `span` is the acquisition's: the moved part runs in it too, and is
+    /// traced to the caller's subscriber (a thread's own, as a test sets,
+    /// is not the library thread's), like the part the caller polls.
+    pub(crate) async fn run(mut self, span: tracing::Span) -> Result<LockGuard, LockError> {
         let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
         let bound = self
             .plan
@@ -179,7 +183,9 @@ impl Attempt {
                     let step = within(deadline, self.contend(false)).await;
                     self.finish(step, bound)
                 };
-                match host.hand_off(tracing::Instrument::in_current_span(waiting), let_go) {
+                let waiting = tracing::Instrument::instrument(waiting, span);
+                let waiting = tracing::instrument::WithSubscriber::with_current_subscriber(waiting);
+                match host.hand_off(waiting, let_go) {
                     Ok(handed_off) => handed_off.await,
                     Err(err) => Err(err),
                 }

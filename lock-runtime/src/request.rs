@@ -209,9 +209,11 @@ impl LockRequest {
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
-        let running: BoxFuture<'_, Result<LockGuard, LockError>> = Box::pin(
-            tracing::Instrument::instrument(self.core.host.enter(attempt.run()), span.clone()),
-        );
+        let running: BoxFuture<'_, Result<LockGuard, LockError>> =
+            Box::pin(tracing::Instrument::instrument(
+                self.core.host.enter(attempt.run(span.clone())),
+                span.clone(),
+            ));
         running.await
     }
 }
