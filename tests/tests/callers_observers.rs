@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -184,5 +185,54 @@ async fn wait_traced_by_the_callers_own(tells: bool) {
             .values()
             .any(|(m, fields)| m.name() == "lock.hold" && fields.contains("template=\"paid\"")),
         "the waiter's hold has its span"
+    );
+}
+
+/// An acquisition that waits for a busy lock on Redis is counted by the
+/// recorder of the thread that called it, like one that did not wait: a
+/// hold it granted and released leaves `lock_held` at zero.
+#[tokio::test]
+async fn a_wait_for_a_busy_lock_is_counted_by_the_callers_own_recorder() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let server = lock_tests::RedisServer::start();
+    let holder = lock_tests::fixtures::locker(&server.url()).await;
+    let waiter = lock_tests::fixtures::locker(&server.url()).await;
+    let guard = holder.lock("paid:8").acquire().await.unwrap();
+    let waiting = waiter
+        .lock("paid:8")
+        .template("paid-later")
+        .wait(Duration::from_secs(10))
+        .acquire();
+    let releasing = async {
+        lock_tests::fixtures::eventually("the waiter asleep", Duration::from_secs(10), || {
+            waiter.stats().asleep == 1
+        })
+        .await;
+        assert!(guard.release().await.unwrap());
+    };
+    let (taken, ()) = tokio::join!(waiting, releasing);
+    assert!(
+        taken
+            .expect("granted once released")
+            .release()
+            .await
+            .unwrap()
+    );
+
+    let held: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| {
+            key.key().name() == "lock_held" && key.key().labels().any(|l| l.value() == "paid-later")
+        })
+        .map(|(_, _, _, value)| value)
+        .collect();
+    assert!(
+        matches!(held.as_slice(), [DebugValue::Gauge(n)] if n.into_inner() == 0.0),
+        "one hold, granted and released: {held:?}"
     );
 }
