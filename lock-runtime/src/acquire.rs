@@ -108,7 +108,14 @@ struct Parked {
 
 /// Where an attempt stands when it stops to be moved or ends.
 enum Step {
+    /// Passed by this locker's last holder (taken by the caller's task).
     Granted(LockGuard),
+    /// Granted by the server, still armed: the caller's task takes it
+    /// ([`Attempt::grant`]), so that the hold begins where the caller is
+    /// (its metrics recorder and tracing subscriber may be its thread's
+    /// own), and a grant the caller let go of meanwhile is only given back
+    /// by the drop, never counted.
+    Won(Won),
     /// Busy: about to wait for a release, which it waits for on the
     /// library's runtime (see [`Attempt::run`]).
     Move,
@@ -158,7 +165,8 @@ impl Attempt {
     /// the thread that heard it, and the caller's thread is woken once,
     /// with the answer, instead of three times (by the message, to send
     /// the try, and with its answer). On a machine whose idle threads are
-    /// slow to wake, that is most of a hand-over between processes.
+    /// slow to wake, that is most of a hand-over between processes. The
+    /// caller's task takes a grant itself (see [`Step::Won`]).
     ///
     /// `span` is the acquisition's: the moved part runs in it too, and is
     /// traced to the caller's subscriber (a thread's own, as a test sets,
@@ -174,24 +182,24 @@ impl Attempt {
         let deadline = tokio::time::Instant::now().checked_add(bound);
         let moves = self.core.host.waits_elsewhere();
         let step = within(deadline, self.attempt(moves)).await;
-        match step {
+        let (mut attempt, step) = match step {
             Some(Ok(Step::Move)) => {
                 let host = self.core.host.clone();
                 let let_go = LetGo::default();
                 self.let_go = Some(let_go.clone());
+                // Comes back with the attempt, so that a grant is taken
+                // here; if the caller let go first, its drop gives it back.
                 let waiting = async move {
                     let step = within(deadline, self.contend(false)).await;
-                    self.finish(step, bound)
+                    Ok((self, step))
                 };
                 let waiting = tracing::Instrument::instrument(waiting, span);
                 let waiting = tracing::instrument::WithSubscriber::with_current_subscriber(waiting);
-                match host.hand_off(waiting, let_go) {
-                    Ok(handed_off) => handed_off.await,
-                    Err(err) => Err(err),
-                }
+                host.hand_off(waiting, let_go)?.await?
             }
-            step => self.finish(step, bound),
-        }
+            step => (self, step),
+        };
+        attempt.finish(step, bound)
     }
 
     /// What the acquisition answers for `step` (None: cut at its `bound`).
@@ -202,6 +210,10 @@ impl Attempt {
     ) -> Result<LockGuard, LockError> {
         let result = match step {
             Some(Ok(Step::Granted(guard))) => Ok(guard),
+            Some(Ok(Step::Won(won))) => {
+                let (started, contended) = (self.started, self.contended);
+                Ok(self.grant(won, started, contended, false))
+            }
             // Only an attempt that may move stops to be moved.
             Some(Ok(Step::Move)) => Err(LockError::redis_timeout("acquire", bound)),
             Some(Err(err)) => Err(err),
@@ -266,9 +278,7 @@ impl Attempt {
             let (pttl, sightings) = match reply {
                 AcquireReply::Acquired { fence } => {
                     if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
-                        let won = Won::from_server(fence, sent_at);
-                        let contended = self.contended;
-                        return Ok(Step::Granted(self.grant(won, started, contended, false)));
+                        return Ok(Step::Won(Won::from_server(fence, sent_at)));
                     }
                     // The answer came after the lease could have run out, so
                     // the lock may already be someone else's: give it back,
@@ -341,9 +351,8 @@ impl Attempt {
     }
 
     /// Never returns once the caller let go of a moved attempt: its task is
-    /// stopped at this await, before it tries again or counts a grant
-    /// nobody takes (a grant it holds is given back by the drop, as the
-    /// attempt is still armed).
+    /// stopped at this await, before it tries again (a grant it holds is
+    /// given back by the drop, as the attempt is still armed).
     async fn unless_let_go(&self) {
         if self.let_go.as_ref().is_some_and(LetGo::is_set) {
             std::future::pending::<()>().await;
