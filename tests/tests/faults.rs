@@ -170,3 +170,43 @@ async fn acquire_on_a_dead_server_fails_with_a_typed_error_and_does_not_hang() {
     assert!(bound < wait / 2);
     assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
 }
+
+/// Every lock a locker acquired ends counted once, as released or as lost
+/// (`LockerStats`), also one whose release failed: the server went away
+/// under it, so neither the release nor the guard's retry in the background
+/// could reach it. Its holder gave it up (nothing will ever declare it
+/// lost), and its lease runs out on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_release_failed_is_still_counted_once() {
+    let mut server = RedisServer::start();
+    let locker = Locker::connect(short_timeouts(&server.url()))
+        .await
+        .unwrap();
+    let guard = locker
+        .lock("unreleased")
+        .ttl(Duration::from_secs(30))
+        .acquire()
+        .await
+        .unwrap();
+    server.kill();
+    let released = guard.release().await;
+    assert!(matches!(released, Err(LockError::Redis(_))), "{released:?}");
+    // The guard's drop tries once more, in the background, within two
+    // call bounds.
+    let retry_bound = (SHORT_CONNECT + SHORT_RESPONSE) * 2;
+    lock_tests::fixtures::eventually(
+        "the lock counted as released or lost",
+        retry_bound + STALL_ROOM,
+        || {
+            let stats = locker.stats();
+            stats.released + stats.lost == 1
+        },
+    )
+    .await;
+    let stats = locker.stats();
+    assert_eq!(
+        (stats.acquired, stats.released + stats.lost),
+        (1, 1),
+        "{stats:?}"
+    );
+}
