@@ -293,12 +293,40 @@ impl Drop for LockGuard {
         let bound = self.core.config.two_calls_bound();
         let sent_before = self.release_began;
         self.core.host.detach(bound, async move {
-            if let Err(err) = let_go(&core, &lease, landing.as_ref(), &mut turn, sent_before).await {
-                tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
+            let mut given_up = GivenUp {
+                core: core.clone(),
+                lease: lease.clone(),
+                counted: false,
+            };
+            match let_go(&core, &lease, landing.as_ref(), &mut turn, sent_before).await {
+                Ok(_) => given_up.counted = true,
+                Err(err) => {
+                    tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
+                }
             }
             // The next in line takes the lock passed to it, or tries once
             // the lock is free.
             drop(turn);
         });
+    }
+}
+
+/// A lock its guard's drop gives up: counted released if the release in
+/// the background ends without having counted it (it failed, or was cut
+/// at its bound), since its holder let it go and nothing will report it
+/// lost any more; its lease runs out on the server. A lock acquired ends
+/// counted once, released or lost.
+struct GivenUp {
+    core: Arc<Core>,
+    lease: Arc<Lease>,
+    /// The release answered, and counted the lock itself.
+    counted: bool,
+}
+
+impl Drop for GivenUp {
+    fn drop(&mut self) {
+        if !self.counted {
+            count_released(&self.core, &self.lease);
+        }
     }
 }

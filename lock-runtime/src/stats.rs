@@ -41,6 +41,9 @@ pub struct LockerStats {
     pub lost: u64,
     /// Locks released by their holder (explicitly or by dropping the guard)
     /// while still theirs; releasing a lock already lost does not count.
+    /// A lock whose release failed, and the guard's retry in the background
+    /// too, counts here as well: its holder gave it up, and its lease runs
+    /// out on the server.
     pub released: u64,
     /// Of those, locks passed straight to the next task of this locker
     /// waiting for the same key, without being freed on the server;
