@@ -38,7 +38,8 @@ use proc_macro::TokenStream;
 /// (`"cancel"`, the default, or `"continue"`), `reentrant` (a call nested in
 /// one holding the same key runs under it, one at a time; default `true`),
 /// `max_hold` (the longest the lock may be held, after which the body is
-/// stopped with `LockError::HoldCapExceeded`; default none),
+/// stopped with `LockError::HoldCapExceeded`, or told and left to run on
+/// under `on_lost = "continue"`; default none),
 /// `locker` (an expression giving
 /// a `Locker` or a static cell holding one; default the global locker) and
 /// `crate` (the runtime's path when renamed). See the `lock_runtime` docs.

@@ -71,8 +71,9 @@ impl LockRequest {
     /// the acquire request. At the cap the watchdog stops renewing it and
     /// the holder is told, as for a loss ([`LockGuard::lost`] completes;
     /// an annotated body is cancelled and returns
-    /// [`LockError::HoldCapExceeded`]): a stuck task cannot hold a lock
-    /// forever. Zero is a [`LockError::Config`].
+    /// [`LockError::HoldCapExceeded`], or runs on under
+    /// `on_lost = "continue"`, as after any loss): a stuck task cannot hold
+    /// a lock forever. Zero is a [`LockError::Config`].
     ///
     /// ```no_run
     /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
