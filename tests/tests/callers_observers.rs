@@ -24,6 +24,30 @@ use tracing::{Event, Metadata, Subscriber};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// On a server of its own: one locker holds lock `name`, another waits for
+/// it (named by `template`) until released, and gives it back.
+async fn one_wait_for_a_busy_lock(name: &str, template: &'static str) {
+    let server = lock_tests::RedisServer::start();
+    let holder = lock_tests::fixtures::locker(&server.url()).await;
+    let waiter = lock_tests::fixtures::locker(&server.url()).await;
+    let guard = holder.lock(name).acquire().await.unwrap();
+    let waiting = waiter
+        .lock(name)
+        .template(template)
+        .wait(Duration::from_secs(10))
+        .acquire();
+    let releasing = async {
+        lock_tests::fixtures::eventually("the waiter asleep", Duration::from_secs(10), || {
+            waiter.stats().asleep == 1
+        })
+        .await;
+        assert!(guard.release().await.unwrap());
+    };
+    let (taken, ()) = tokio::join!(waiting, releasing);
+    let taken = taken.expect("granted once released");
+    assert!(taken.release().await.unwrap());
+}
+
 /// Held by each test for its whole run (see the module docs).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -145,25 +169,7 @@ async fn wait_traced_by_the_callers_own(tells: bool) {
         entered: Mutex::new(HashMap::new()),
         tells,
     });
-    let server = lock_tests::RedisServer::start();
-    let holder = lock_tests::fixtures::locker(&server.url()).await;
-    let waiter = lock_tests::fixtures::locker(&server.url()).await;
-    let guard = holder.lock("paid:7").acquire().await.unwrap();
-    let waiting = waiter
-        .lock("paid:7")
-        .template("paid")
-        .wait(Duration::from_secs(10))
-        .acquire();
-    let releasing = async {
-        lock_tests::fixtures::eventually("the waiter asleep", Duration::from_secs(10), || {
-            waiter.stats().asleep == 1
-        })
-        .await;
-        assert!(guard.release().await.unwrap());
-    };
-    let (taken, ()) = tokio::join!(waiting, releasing);
-    let taken = taken.expect("granted once released");
-    assert!(taken.release().await.unwrap());
+    one_wait_for_a_busy_lock("paid:7", "paid").await;
 
     let caught = caught.lock().unwrap();
     let (acquire, _) = caught
@@ -197,30 +203,7 @@ async fn a_wait_for_a_busy_lock_is_counted_by_the_callers_own_recorder() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
-    let server = lock_tests::RedisServer::start();
-    let holder = lock_tests::fixtures::locker(&server.url()).await;
-    let waiter = lock_tests::fixtures::locker(&server.url()).await;
-    let guard = holder.lock("paid:8").acquire().await.unwrap();
-    let waiting = waiter
-        .lock("paid:8")
-        .template("paid-later")
-        .wait(Duration::from_secs(10))
-        .acquire();
-    let releasing = async {
-        lock_tests::fixtures::eventually("the waiter asleep", Duration::from_secs(10), || {
-            waiter.stats().asleep == 1
-        })
-        .await;
-        assert!(guard.release().await.unwrap());
-    };
-    let (taken, ()) = tokio::join!(waiting, releasing);
-    assert!(
-        taken
-            .expect("granted once released")
-            .release()
-            .await
-            .unwrap()
-    );
+    one_wait_for_a_busy_lock("paid:8", "paid-later").await;
 
     let held: Vec<_> = snapshotter
         .snapshot()
