@@ -71,7 +71,23 @@ impl RedisCluster {
     /// # Panics
     ///
     /// Same as [`RedisCluster::start`].
-    pub fn start_with(mut node_args: impl FnMut() -> Vec<String>) -> Self {
+    pub fn start_with(node_args: impl FnMut() -> Vec<String>) -> Self {
+        Self::start_nodes(0, node_args)
+    }
+
+    /// Like [`RedisCluster::start`], with one replica per primary: six
+    /// servers, three serving the slots and three replicating one of them
+    /// each, ready to be promoted when their primary fails (after the 2 s
+    /// node timeout). [`RedisCluster::nodes`] lists all six.
+    ///
+    /// # Panics
+    ///
+    /// Same as [`RedisCluster::start`].
+    pub fn start_with_replicas() -> Self {
+        Self::start_nodes(1, Vec::new)
+    }
+
+    fn start_nodes(replicas: usize, mut node_args: impl FnMut() -> Vec<String>) -> Self {
         let args = [
             "--cluster-enabled",
             "yes",
@@ -81,7 +97,7 @@ impl RedisCluster {
             "--cluster-node-timeout",
             "2000",
         ];
-        let nodes: Vec<RedisServer> = (0..3)
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
                 let extra = node_args();
                 let all: Vec<&str> = args
@@ -98,7 +114,7 @@ impl RedisCluster {
             create.arg(format!("127.0.0.1:{}", node.port()));
         }
         create
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -111,7 +127,84 @@ impl RedisCluster {
         );
         let cluster = Self { nodes };
         cluster.wait_settled();
+        if replicas > 0 {
+            cluster.wait_replicas_in_sync();
+        }
         cluster
+    }
+
+    /// Waits until every replica's link to its primary is up.
+    fn wait_replicas_in_sync(&self) {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let in_sync = self.nodes.iter().all(|node| {
+                let info = text(&node.cmd(&["INFO", "replication"]));
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+            if in_sync {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replicas did not sync within {SETTLE_TIMEOUT:?}"
+            );
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Index of the replica of the primary at `primary`.
+    ///
+    /// # Panics
+    ///
+    /// If it has none.
+    pub fn replica_of(&self, primary: usize) -> usize {
+        let id = node_id(&self.nodes[primary]);
+        self.nodes
+            .iter()
+            .position(|node| {
+                let info = text(&node.cmd(&["INFO", "replication"]));
+                info.contains("role:slave")
+                    && info.contains(&format!("master_port:{}", self.nodes[primary].port()))
+            })
+            .unwrap_or_else(|| panic!("node {primary} ({id}) has no replica"))
+    }
+
+    /// Kills node `index` with -9; it stays down.
+    pub fn kill_node(&mut self, index: usize) {
+        self.nodes[index].kill();
+    }
+
+    /// Waits until every node but those in `down` names the node at `to`
+    /// as the server of `slot`, and `to` reports the master role.
+    ///
+    /// # Panics
+    ///
+    /// If that does not happen within 20 s.
+    pub fn wait_slot_served_by(&self, slot: u16, to: usize, down: &[usize]) {
+        let port = self.nodes[to].port();
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let agreed = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| !down.contains(index))
+                .all(|(_, node)| {
+                    slot_ranges(node).iter().any(|range| {
+                        range.first <= slot && slot <= range.last && range.port == port
+                    })
+                });
+            let master =
+                text(&self.nodes[to].cmd(&["INFO", "replication"])).contains("role:master");
+            if agreed && master {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slot {slot} is not served by node {to} after {SETTLE_TIMEOUT:?}"
+            );
+            thread::sleep(POLL_INTERVAL);
+        }
     }
 
     /// The `redis+cluster://` URL naming every node.

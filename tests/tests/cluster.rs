@@ -696,3 +696,100 @@ async fn names_with_braces_lock_like_any_other() {
 fn escaped(name: &str) -> String {
     name.replace('%', "%25").replace('}', "%7D")
 }
+
+/// Whether `node` (a replica) has the key `key` yet.
+fn replica_has(node: &RedisServer, key: &str) -> bool {
+    let mut connection = node.connection();
+    let (_, exists): ((), i64) = redis::pipe()
+        .cmd("READONLY")
+        .cmd("EXISTS")
+        .arg(key)
+        .query(&mut connection)
+        .unwrap();
+    exists == 1
+}
+
+/// The primary serving a held lock's slot dies and its replica is
+/// promoted: the holder keeps its lock (renewed on the new primary), the
+/// waiter's sharded subscription moves to the new primary, and the
+/// holder's release there wakes it by its message. (The subscription
+/// used to stay with the dead node for good: nothing made the listener's
+/// connection learn the new slot map, so the waiter slept through the
+/// release until its own timer.)
+#[test]
+fn a_waiter_is_still_woken_after_a_failover_inside_the_cluster() {
+    let mut cluster = RedisCluster::start_with_replicas();
+    let runtime = two_workers();
+    let name = "failing-over";
+    let key = lock_key(name);
+    let channel = format!("{key}:released");
+    let slot = cluster.slot_of(&key);
+    let primary = cluster.node_for_slot(slot);
+    let replica = cluster.replica_of(primary);
+    let (holder, waiter) =
+        runtime.block_on(async { (locker(&cluster).await, slow_waiter(&cluster).await) });
+    // A lease that outlasts the failover (the node timeout is 2 s).
+    let ttl = Duration::from_secs(20);
+    let guard = runtime
+        .block_on(holder.lock(name).ttl(ttl).acquire())
+        .unwrap();
+    // On the replica before its primary dies: the failover loses nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !replica_has(&cluster.nodes()[replica], &key) {
+        assert!(Instant::now() < deadline, "the replica never got the lock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let blocked = {
+        let waiter = waiter.clone();
+        runtime.spawn(async move {
+            waiter
+                .lock(name)
+                .wait(Duration::from_secs(60))
+                .acquire()
+                .await
+        })
+    };
+    runtime.block_on(wait_subscribed(&cluster.nodes()[primary], &channel));
+    runtime.block_on(lock_tests::fixtures::eventually(
+        "the waiter asleep",
+        Duration::from_secs(10),
+        || waiter.stats().asleep == 1,
+    ));
+    let renewed_before = holder.stats().renewed;
+    cluster.kill_node(primary);
+    cluster.wait_slot_served_by(slot, replica, &[primary]);
+    // The holder follows: renewed on the new primary, still held.
+    runtime.block_on(lock_tests::fixtures::eventually(
+        "the holder renewed on the new primary",
+        Duration::from_secs(15),
+        || holder.stats().renewed > renewed_before,
+    ));
+    assert!(guard.is_held(), "{:?}", holder.stats());
+    // The waiter listens where the release will be announced.
+    runtime.block_on(lock_tests::fixtures::eventually(
+        "the waiter subscribed on the new primary",
+        Duration::from_secs(15),
+        || shard_subscribers(&cluster.nodes()[replica], &channel) > 0,
+    ));
+    // Asleep again, listening: a try that met the dead node during the
+    // failover pauses a backoff step (20 s here) before it tries again.
+    runtime.block_on(lock_tests::fixtures::eventually(
+        "the waiter asleep after the failover",
+        SLOW_BACKOFF + Duration::from_secs(10),
+        || waiter.stats().asleep == 1,
+    ));
+    let held_fence = guard.fence();
+    let before = waiter.stats();
+    assert!(runtime.block_on(guard.release()).unwrap());
+    // Woken within 5 s, far below the 20 s backoff and the lease, and not
+    // by a timer (counted below).
+    let taken = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(5), blocked).await })
+        .expect("the waiter was not woken by the release on the new primary")
+        .unwrap()
+        .unwrap();
+    assert!(taken.fence() > held_fence);
+    let after = waiter.stats();
+    assert_eq!(after.timer_wakeups, before.timer_wakeups, "{after:?}");
+    assert!(runtime.block_on(taken.release()).unwrap());
+}
