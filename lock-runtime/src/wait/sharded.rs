@@ -12,8 +12,10 @@
 //!   redis crate forgets them. A channel dropped that way that someone still
 //!   waits on is subscribed again (now on the new owner), and then its
 //!   waiters are woken, since a release may have been missed meanwhile.
-//! - After a dropped node connection, releases may have gone unheard:
-//!   every waiter is woken.
+//! - After a dropped node connection, releases may have gone unheard,
+//!   and the node may be gone for good (its replica promoted in its
+//!   place): the session ends, every waiter is woken, and the next session
+//!   subscribes on whichever node serves each channel's slot then.
 //!
 //! A server without sharded pub/sub (before Redis 7) answers `SSUBSCRIBE`
 //! with an unknown-command error; the listener then uses plain `SUBSCRIBE`,
@@ -138,9 +140,16 @@ async fn on_push(
                 waiters.wake_one(message.get_channel_name(), release);
             }
         }
-        // The crate reconnects that node and subscribes it again to what
-        // it tracks; what it published meanwhile is lost.
-        PushKind::Disconnection => waiters.wake_all(),
+        // What that node published meanwhile is lost, and the node may be
+        // gone for good: the crate would reconnect to it and subscribe it
+        // again, but learns the slot map again only when a command meets a
+        // redirect, which a connection with nothing to send never does, so
+        // a subscription of a primary that died stayed with it, deaf to the
+        // replica promoted in its place. A new session learns the slot map
+        // afresh (retried until a node serves the slot) and subscribes
+        // every wanted channel where it is served now; the end of this one
+        // wakes every waiter.
+        PushKind::Disconnection => return Err(SessionEnd::Failed),
         PushKind::SUnsubscribe | PushKind::Unsubscribe => {
             let Some(channel) = channel_of(&push) else {
                 return Ok(());
