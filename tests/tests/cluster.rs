@@ -793,3 +793,67 @@ fn a_waiter_is_still_woken_after_a_failover_inside_the_cluster() {
     assert_eq!(after.timer_wakeups, before.timer_wakeups, "{after:?}");
     assert!(runtime.block_on(taken.release()).unwrap());
 }
+
+/// The primary serving a slot freezes (SIGSTOP: its connections stay
+/// open, nothing is answered) and the cluster promotes its replica: a
+/// locker that was using the frozen node follows, and locks in that slot
+/// are granted by the new primary. (The redis crate learns a new slot map
+/// only from a redirect or a dropped connection, never from a timeout, so
+/// every call for the slot went on timing out on the frozen node for as
+/// long as it stayed frozen.)
+#[test]
+fn a_locker_follows_the_failover_of_a_frozen_primary() {
+    let cluster = RedisCluster::start_with_replicas();
+    let runtime = two_workers();
+    let name = "frozen-over";
+    let key = lock_key(name);
+    let slot = cluster.slot_of(&key);
+    let primary = cluster.node_for_slot(slot);
+    let replica = cluster.replica_of(primary);
+    let locker = runtime.block_on(Locker::connect(lock_tests::fixtures::config(
+        &cluster.url(),
+    )));
+    let locker = locker.unwrap();
+    let warm = runtime.block_on(locker.lock(name).acquire()).unwrap();
+    assert!(runtime.block_on(warm.release()).unwrap());
+    cluster.nodes()[primary].pause();
+    cluster.wait_slot_served_by(slot, replica, &[primary]);
+    // Every node that answers agrees the new primary serves the slot: a
+    // few bounded tries later the lock must be granted there.
+    let mut outcomes = Vec::new();
+    let granted = (0..5).find_map(|_| {
+        let request = locker.lock(name).wait(Duration::from_millis(500));
+        match runtime.block_on(request.acquire()) {
+            Ok(guard) => Some(guard),
+            Err(err) => {
+                outcomes.push(err.to_string());
+                None
+            }
+        }
+    });
+    let on_new_primary = granted.is_some()
+        && matches!(
+            cluster.nodes()[replica].cmd(&["GET", &key]),
+            redis::Value::BulkString(_)
+        );
+    cluster.nodes()[primary].resume();
+    let guard = granted.unwrap_or_else(|| panic!("never granted after the failover: {outcomes:?}"));
+    assert!(on_new_primary, "granted, but not by the new primary");
+    drop(guard);
+}
+
+/// One seed node frozen (a replica: the cluster serves every slot) does
+/// not keep a new locker from connecting through the others.
+#[test]
+fn a_frozen_seed_does_not_stop_connect() {
+    let cluster = RedisCluster::start_with_replicas();
+    let runtime = two_workers();
+    let frozen = cluster.replica_of(0);
+    cluster.nodes()[frozen].pause();
+    let config = lock_tests::fixtures::config(&cluster.url());
+    let connected = runtime.block_on(Locker::connect(config));
+    cluster.nodes()[frozen].resume();
+    let locker = connected.expect("connect through the seeds that answer");
+    let guard = runtime.block_on(locker.lock("seeded").acquire()).unwrap();
+    assert!(runtime.block_on(guard.release()).unwrap());
+}
