@@ -10,8 +10,21 @@
 //! own reload sends `SCRIPT LOAD` to every node and waits for all of them,
 //! so one frozen node would stall every lock on a restarted or flushed one.
 //!
+//! The redis crate learns a new slot map from a redirect or a dropped
+//! connection, never from a timeout: after a primary that froze (its
+//! connections open, nothing answered) was replaced by its replica, every
+//! call for its slots would go on timing out on it. A connection whose call
+//! timed out is therefore opened again in the background, from the seeds,
+//! and swapped in ([`renewable`]). (The release listener's subscriptions
+//! on the frozen node stay there: they hear releases again once it comes
+//! back, as a replica of the new primary, which passes shard messages on,
+//! or dies, which ends the listener's session; waiters of those slots
+//! wake on their timers meanwhile.)
+//!
 //! - [`slots`]: a batch split into one script call per slot.
+//! - [`renewable`]: a connection opened again after a timeout.
 
+mod renewable;
 mod slots;
 
 use std::sync::Arc;
@@ -21,12 +34,12 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use redis::FromRedisValue;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::cluster_async::ClusterConnection;
 
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
 use crate::error::LockError;
+use renewable::{Renewable, Renewals};
 
 /// Redirects (`MOVED`, `ASK`) and `TRYAGAIN` answers one call may follow
 /// before it fails; a slot migration costs one or two per call.
@@ -41,10 +54,12 @@ const MAX_RETRY_WAIT_MS: u64 = 100;
 #[derive(Clone)]
 pub(crate) struct ClusterBackend {
     /// Each one multiplexed over one connection per node.
-    pool: Arc<[ClusterConnection]>,
+    pool: Arc<[Arc<Renewable>]>,
     /// The watchdog's connection: a round of renewals never queues in
     /// front of anyone's acquire or release.
-    renewals: ClusterConnection,
+    renewals: Arc<Renewable>,
+    /// Opens connections again after a timeout, and announces it.
+    renewing: Arc<Renewals>,
     next: Arc<AtomicUsize>,
     /// A RESP3 client for the release listener's sharded subscriptions.
     feed: Arc<ClusterClient>,
@@ -98,8 +113,10 @@ impl ClusterBackend {
         let (pool, renewals) =
             super::pool::open_pool(config, &what, || client.get_async_connection()).await?;
         Ok(Self {
-            pool: pool.into(),
-            renewals,
+            pool: pool.into_iter().map(Renewable::new).collect(),
+            renewals: Renewable::new(renewals),
+            // Discovery from the seeds, then a connection to every node.
+            renewing: Arc::new(Renewals::new(client, call_bound * 2)),
             next: Arc::new(AtomicUsize::new(0)),
             feed: Arc::new(feed),
             call_bound,
@@ -120,14 +137,18 @@ impl ClusterBackend {
     /// Runs `call` on the node that serves its first key's slot, following
     /// `MOVED` and `ASK` and retrying `TRYAGAIN` within the call bound.
     /// When the retries run out mid-migration, the error says so
-    /// ([`super::slot_in_flux`]).
+    /// ([`super::slot_in_flux`]). A call that timed out has its connection
+    /// opened again in the background.
     pub(crate) async fn run<T: FromRedisValue + Send>(
         &self,
         route: Route,
         call: &ScriptCall,
     ) -> Result<T, LockError> {
-        let mut connection = self.pool[route.conn].clone();
-        bounded(self.call_bound, "a lock script", call.run(&mut connection)).await
+        let slot = &self.pool[route.conn];
+        let mut connection = slot.connection();
+        let answer = bounded(self.call_bound, "a lock script", call.run(&mut connection)).await;
+        self.renewing.after(slot, &answer);
+        answer
     }
 
     /// Runs a batch script: one call per hash slot, all in parallel on the
@@ -177,12 +198,14 @@ impl ClusterBackend {
         group: &[usize],
     ) -> Result<Vec<redis::Value>, LockError> {
         let call = batch_call(script, group.iter().map(|&index| &entries[index]));
-        let mut connection = self.renewals.clone();
+        let mut connection = self.renewals.connection();
         let answer = bounded(
             self.renewal_bound,
             "a batch script",
             call.run(&mut connection),
-        );
-        batch_answers(answer.await?, group.len())
+        )
+        .await;
+        self.renewing.after(&self.renewals, &answer);
+        batch_answers(answer?, group.len())
     }
 }
