@@ -31,9 +31,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, try_join_all};
 use redis::FromRedisValue;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
 
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ReleaseFeed, Route, batch_answers, batch_call, bounded};
@@ -110,13 +111,15 @@ impl ClusterBackend {
         let feed = builder()
             .use_protocol(redis::ProtocolVersion::RESP3)
             .build()?;
-        let (pool, renewals) =
-            super::pool::open_pool(config, &what, || client.get_async_connection()).await?;
+        // Discovery from the seeds, then a connection to every node: each
+        // step waits for a silent node up to a connect and a response
+        // timeout (the redis crate waits for every seed, answered or not).
+        let open_bound = call_bound * 2;
+        let (pool, renewals) = open_pool(config, &what, open_bound, &client).await?;
         Ok(Self {
             pool: pool.into_iter().map(Renewable::new).collect(),
             renewals: Renewable::new(renewals),
-            // Discovery from the seeds, then a connection to every node.
-            renewing: Arc::new(Renewals::new(client, call_bound * 2)),
+            renewing: Arc::new(Renewals::new(client, open_bound)),
             next: Arc::new(AtomicUsize::new(0)),
             feed: Arc::new(feed),
             call_bound,
@@ -208,4 +211,30 @@ impl ClusterBackend {
         self.renewing.after(&self.renewals, &answer);
         batch_answers(answer?, group.len())
     }
+}
+
+/// Opens the `pool_size` connections for lock traffic and one more for the
+/// watchdog's renewals (returned apart), all at once, within `bound`.
+///
+/// Not the one server's [`super::pool::open_pool`], which opens them one
+/// after the other within the connect timeout: the redis crate waits for
+/// every seed, so one frozen node (a replica, with every slot served)
+/// held each connection up for a whole connect timeout, and no locker
+/// could start while a single node of the cluster was silent.
+async fn open_pool(
+    config: &LockConfig,
+    what: &str,
+    bound: Duration,
+    client: &ClusterClient,
+) -> Result<(Vec<ClusterConnection>, ClusterConnection), LockError> {
+    let opening = (0..=config.pool_size).map(|_| client.get_async_connection());
+    let mut pool = match tokio::time::timeout(bound, try_join_all(opening)).await {
+        Ok(Ok(pool)) => pool,
+        Ok(Err(err)) => return Err(super::pool::cannot_connect(what, err)),
+        Err(_) => return Err(LockError::redis_timeout(what, bound)),
+    };
+    let renewals = pool
+        .pop()
+        .ok_or_else(|| LockError::config("pool_size must be at least 1"))?;
+    Ok((pool, renewals))
 }
