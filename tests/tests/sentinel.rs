@@ -557,3 +557,65 @@ async fn a_waiters_listener_follows_a_failover_away_from_a_frozen_master() {
     assert!(taken.release().await.unwrap());
     setup.master.resume();
 }
+
+/// Demotes nothing: the replica is made master by hand and the sentinels
+/// told, while the old master stays a master with no replica left, and,
+/// set with `min-replicas-to-write 1` as the README asks, refuses every
+/// write with `NOREPLICAS`. A locker still on it takes that as "the master
+/// moved", as the README says: the refused acquire is sent to the new
+/// master within the call. A first try sends the plain `SET NX` and
+/// `TIME`, whose refusal comes back as a pipeline's (it failed with it,
+/// where the acquire script's refusal was followed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_refused_with_noreplicas_moves_to_the_new_master() {
+    let setup = SentinelSetup::start();
+    // On the old master only: the new one has no replica in this setup
+    // made by hand (the old master would become its replica later).
+    setup
+        .master
+        .cmd(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    let locker = Locker::connect(LockConfig::from_url(&setup.url()).unwrap())
+        .await
+        .unwrap();
+    let new_port = setup.replica.port().to_string();
+    tokio::task::block_in_place(|| {
+        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
+        for sentinel in setup.sentinels() {
+            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
+            sentinel.cmd(&[
+                "SENTINEL",
+                "MONITOR",
+                "mymaster",
+                "127.0.0.1",
+                &new_port,
+                "2",
+            ]);
+        }
+    });
+    // The old master has no replica left: it refuses writes.
+    eventually(
+        "the old master without a replica",
+        Duration::from_secs(10),
+        || {
+            lock_tests::fixtures::info_field(&setup.master, "replication", "connected_slaves")
+                == "0"
+        },
+    )
+    .await;
+    let asked = Instant::now();
+    let outcome = locker
+        .lock("refused")
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::ZERO)
+        .acquire()
+        .await;
+    println!("answered in {:?}: {outcome:?}", asked.elapsed());
+    let errors = lock_tests::fixtures::info(&setup.master, "errorstats");
+    assert!(
+        errors.contains("errorstat_NOREPLICAS"),
+        "the first try did not meet the refusing master: {errors}"
+    );
+    let guard = outcome.expect("the refused acquire is sent again to the new master");
+    assert_eq!(setup.replica.int(&["EXISTS", "lock:{refused}"]), 1);
+    assert!(guard.release().await.expect("release on the new master"));
+}
