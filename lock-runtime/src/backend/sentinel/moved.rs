@@ -1,6 +1,6 @@
 //! Reading a failed call: did the master move, and did the call take effect?
 
-use redis::{ErrorKind, RedisError, ServerErrorKind};
+use redis::{RedisError, ServerErrorKind};
 
 /// The error is what a client sees when the master it talks to went away
 /// or stopped being the master: ask the sentinels where it is now.
@@ -28,13 +28,25 @@ pub(super) fn not_carried_out(err: &RedisError) -> bool {
     err.is_connection_refusal() || refused_by_role(err)
 }
 
+/// Whether the server refused the call for its role: the error of a
+/// script, or any error of a pipeline (the plain acquire, `SET NX` then
+/// `TIME`, whose `SET` is its only write). A pipeline's own kind and code
+/// are those of its first error only when the redis crate knows that
+/// error's code, which it does not for `NOREPLICAS`: read each error.
 fn refused_by_role(err: &RedisError) -> bool {
-    matches!(
-        err.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading
-        )
-    ) || err.code() == Some("NOREPLICAS")
+    let Some(errors) = err.clone().into_server_errors() else {
+        return false;
+    };
+    errors.iter().any(|(_, error)| {
+        matches!(
+            error.kind(),
+            Some(
+                ServerErrorKind::ReadOnly
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+            )
+        ) || error.code() == "NOREPLICAS"
+    })
 }
 
 #[cfg(test)]
