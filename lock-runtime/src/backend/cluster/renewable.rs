@@ -9,6 +9,12 @@
 //! slot map from the seeds, as at start-up, and reaches the new primary.
 //! It is opened in the background (one at a time per connection, within a
 //! bound) while the old one goes on serving, and swapped in once it is up.
+//!
+//! A clean-up goes out on its call's route, which after a swap names the
+//! fresh connection; it still cannot overtake a call of the old one that it
+//! undoes: that call's bytes were in the node's socket before the fresh
+//! connection was even opened, and a node reads a connection's requests
+//! only after those of sockets that were ready before it accepted it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
