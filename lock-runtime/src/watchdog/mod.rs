@@ -484,4 +484,59 @@ mod tests {
             "stalls not recorded (stall, longest recorded): {missed:?}"
         );
     }
+
+    /// A stall seen after a lease was last confirmed widens that lease's
+    /// margin too, as it does the next lease's: a holder whose renewals
+    /// then keep failing is told `ttl/20` plus the stall before its key can
+    /// expire, not only the margin it had when its last renewal was sent.
+    #[test]
+    fn a_stall_seen_after_a_confirmation_narrows_the_trust_of_that_lease() {
+        let _record = validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = MemoryStore::new();
+        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
+        runtime.block_on(async {
+            let watchdog = Watchdog::start(
+                &tokio::runtime::Handle::current(),
+                backend,
+                Arc::new(Counters::default()),
+                Clock::Boot,
+            );
+            // A fixed lease: nothing confirms it again, as for a lease whose
+            // renewals fail from here on. Its margin may grow by up to 1 s.
+            let ttl = Duration::from_secs(4);
+            let held = lease(1, ttl);
+            watchdog.watch(held.clone(), false, held.confirmed_at(), None);
+            let before = validity::recent_stall();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            // The thread stalls longer than any other test records, then
+            // the watchdog runs again and records it.
+            std::thread::sleep(Duration::from_millis(900));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let recorded = validity::recent_stall();
+            // Trusted no longer than a lease confirmed by the same send
+            // would be now, and told then.
+            let trusted_until = validity::validity_end(held.confirmed_at(), ttl);
+            let sent = held.confirmed_at();
+            assert!(
+                held.valid_until() <= trusted_until,
+                "trusted until {:?} after the send, {:?} with the stall recorded since ({before:?} before, {recorded:?} now)",
+                held.valid_until() - sent,
+                trusted_until - sent,
+            );
+            let due = watchdog.shared.schedule().next_event();
+            assert!(
+                due.is_some_and(|due| due <= trusted_until),
+                "the loss is due {:?} after the send, trusted until {:?}",
+                due.map(|due| due - sent),
+                trusted_until - sent,
+            );
+            watchdog.forget(held.id);
+        });
+    }
 }
