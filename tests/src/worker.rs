@@ -75,6 +75,20 @@ impl Worker {
         }
     }
 
+    /// Waits up to `limit` for the next stdout line that starts with
+    /// `prefix`; None when none came (the worker is left running).
+    pub fn line_within(&mut self, prefix: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// Waits for the worker to exit within `limit` and returns its output;
     /// panics (after killing it) if it runs longer.
     pub fn finish(mut self, limit: Duration) -> Output {

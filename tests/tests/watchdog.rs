@@ -3,10 +3,12 @@
 use std::time::{Duration, Instant};
 
 use lock_runtime::Locker;
-use lock_tests::RedisServer;
 use lock_tests::fixtures::{
     LONGEST_STALL, STALL_PROOF_TTL, STALL_ROOM, TOLD_IN_TIME_TTL, eventually, exists, pttl,
 };
+use lock_tests::{RedisServer, Worker};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
 
 /// A test locker: timeouts a machine that stalls can meet (a 300 ms
 /// response timeout fired on every stall that caught a renewal in flight).
@@ -233,4 +235,53 @@ async fn paused_clock_alone() {
         "{cpu:?} of CPU in {held_for:?} of holding a lock"
     );
     assert!(guard.release().await.unwrap());
+}
+
+/// A holder (another process) stalled twice: once well into its lease, and
+/// again around the moment its loss is due, for less than the reaction
+/// margin its first stall widened (ttl/20 plus that stall). It is told
+/// before its key can expire: the stall it saw widened the margin of the
+/// lease it already held, not only of the next one (it was told at the
+/// end planned at the grant, inside the second stall, after the key could
+/// expire).
+#[test]
+fn a_stall_seen_while_a_lease_is_held_widens_its_margin() {
+    let server = RedisServer::start();
+    // A fixed lease: confirmed once, at its grant, like a lease whose
+    // renewals fail from then on. Its margin may grow by up to 1.5 s.
+    let ttl = Duration::from_secs(6);
+    let ttl_ms = ttl.as_millis().to_string();
+    let mut holder = Worker::spawn(WORKER, &["hold-fixed", &server.url(), "stalled", &ttl_ms]);
+    holder.expect_line("acquired", Duration::from_secs(10));
+    // A lower bound of the key's expiry: the server read its PTTL after
+    // `asked_at`.
+    let asked_at = Instant::now();
+    let left = pttl(&server, "lock:{stalled}");
+    let expires_at = asked_at + Duration::from_millis(u64::try_from(left).unwrap());
+    // The first stall, seen by the holder's watchdog (it samples every
+    // 100 ms): its margin is now at least 300 ms + 1.1 s.
+    let first = Duration::from_millis(1200);
+    holder.pause();
+    std::thread::sleep(first);
+    holder.resume();
+    // Its loss is then due 1.4 s before the key can expire at the latest;
+    // the second stall starts 700 ms before, unless the loss came first.
+    let second_at = expires_at - Duration::from_millis(700);
+    let before_second = second_at.saturating_duration_since(Instant::now());
+    let told_at = match holder.line_within("lost", before_second) {
+        Some(_) => Instant::now(),
+        None => {
+            // 800 ms: shorter than the margin the first stall set.
+            holder.pause();
+            std::thread::sleep(Duration::from_millis(800));
+            holder.resume();
+            holder.expect_line("lost", ttl);
+            Instant::now()
+        }
+    };
+    assert!(
+        told_at < expires_at,
+        "told {:?} after the key could expire",
+        told_at - expires_at
+    );
 }

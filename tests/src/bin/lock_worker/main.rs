@@ -25,6 +25,10 @@
 //! lock_worker hold <url> <lock-key> <ttl-ms>
 //!     Takes the lock, prints `acquired <fence>`, and keeps it (renewed by
 //!     the watchdog) until killed, or for at most 60 s.
+//! lock_worker hold-fixed <url> <lock-key> <ttl-ms>
+//!     Takes the lock with a fixed lease (no renewals), prints
+//!     `acquired <fence>`, then `lost` the moment its loss signal comes
+//!     (within twice the lease), and exits.
 //! ```
 
 mod chaos;
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
             }
             ["victim", url, key] => victim(url, key).await,
             ["hold", url, key, ttl_ms] => hold(url, key, parse(ttl_ms)?).await,
+            ["hold-fixed", url, key, ttl_ms] => hold_fixed(url, key, parse(ttl_ms)?).await,
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
             )),
@@ -274,6 +279,26 @@ async fn hold(url: &str, key: &str, ttl_ms: u64) -> Result<(), String> {
     println!("acquired {}", guard.fence());
     tokio::time::sleep(Duration::from_secs(60)).await;
     guard.release().await.map_err(text)?;
+    Ok(())
+}
+
+async fn hold_fixed(url: &str, key: &str, ttl_ms: u64) -> Result<(), String> {
+    let locker = Locker::connect(LockConfig::from_url(url).map_err(text)?)
+        .await
+        .map_err(text)?;
+    let ttl = Duration::from_millis(ttl_ms);
+    let guard = locker
+        .lock(key)
+        .ttl(ttl)
+        .watchdog(false)
+        .acquire()
+        .await
+        .map_err(text)?;
+    println!("acquired {}", guard.fence());
+    tokio::time::timeout(ttl * 2, guard.lost())
+        .await
+        .map_err(|_| "no loss signal within twice the lease".to_owned())?;
+    println!("lost");
     Ok(())
 }
 
