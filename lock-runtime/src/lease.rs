@@ -169,9 +169,13 @@ impl Lease {
         self.state() == LeaseState::Held && self.clock.now() < self.valid_until()
     }
 
-    /// The instant after which the holder can no longer trust the lock.
+    /// The instant after which the holder can no longer trust the lock:
+    /// the end of its last confirmation, with the reaction margin of then
+    /// or of now, whichever is wider (a stall seen since the confirmation
+    /// widens it, see [`crate::validity`]).
     pub(crate) fn valid_until(&self) -> Instant {
-        self.validity().until
+        let Validity { sent_at, until } = self.validity();
+        until.min(validity::validity_end(sent_at, self.ttl))
     }
 
     /// When the request behind the current validity was sent.
@@ -188,17 +192,18 @@ impl Lease {
         *self.validity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A renewal sent at `sent_at` was confirmed; returns the new end.
+    /// A renewal sent at `sent_at` was confirmed; returns the new end. A
+    /// later send always ends later, with the margin as it is now.
     pub(crate) fn renewed(&self, sent_at: Instant) -> Instant {
-        let end = validity::validity_end(sent_at, self.ttl);
         let mut validity = self.validity.lock().unwrap_or_else(|e| e.into_inner());
-        if end > validity.until {
+        if sent_at > validity.sent_at {
             *validity = Validity {
                 sent_at,
-                until: end,
+                until: validity::validity_end(sent_at, self.ttl),
             };
         }
-        validity.until
+        drop(validity);
+        self.valid_until()
     }
 
     /// Moves a held lease to `to`; true when this call made the change.
@@ -334,6 +339,11 @@ mod tests {
 
     #[test]
     fn a_renewal_never_shortens_validity() {
+        // A lease's end follows the stall record: no other test moves it
+        // between the reads compared here.
+        let _record = crate::validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let lease = lease();
         let before = lease.valid_until();
         let earlier = before - Duration::from_secs(5);
@@ -343,6 +353,11 @@ mod tests {
 
     #[test]
     fn a_renewal_moves_the_confirmation_with_the_validity() {
+        // A lease's end follows the stall record: no other test moves it
+        // between the reads compared here.
+        let _record = crate::validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let lease = lease();
         let later = lease.confirmed_at() + Duration::from_millis(300);
         let end = lease.renewed(later);

@@ -17,7 +17,11 @@
 //! signal by that much. So the watchdog measures how late its own timers
 //! fire ([`observe_lateness`]) and the margin grows by the longest delay
 //! seen in the last minute (capped at a quarter of the lease, so a lease
-//! always keeps most of its length). A holder is then told of a loss
+//! always keeps most of its length). The margin that counts is the one of
+//! now, or of the lease's last confirmation if that was wider: a lease
+//! confirmed before a stall was seen is trusted that much less too
+//! ([`Lease::valid_until`](crate::lease::Lease::valid_until)), and the
+//! watchdog moves its loss sooner. A holder is then told of a loss
 //! before the key can expire unless the process is stalled, at that
 //! moment, for longer than `ttl/20` plus the longest stall it saw recently.
 

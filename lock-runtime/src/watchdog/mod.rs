@@ -236,6 +236,8 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
     let _orphaned = orphaned;
     let clock = shared.clock;
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
+    // The stall the leases' ends were last planned with.
+    let mut planned_with = validity::recent_stall();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
@@ -243,6 +245,13 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
         let now = clock.now();
         let (expired, batches, wake_at) = {
             let mut schedule = shared.schedule();
+            // A stall seen since (by this watchdog or another one) widens
+            // the margin of every lease, those confirmed before it too.
+            let stall = validity::recent_stall();
+            if stall > planned_with {
+                schedule.narrow();
+            }
+            planned_with = stall;
             let expired = schedule.expire(now);
             let batches = schedule.take_due(now);
             let next = schedule.next_event();
