@@ -494,6 +494,82 @@ mod tests {
         );
     }
 
+    /// Stalls its thread once, inside the first loss it is told of.
+    struct StallInLossReport {
+        stall: Duration,
+        done: AtomicBool,
+    }
+
+    impl tracing::Subscriber for StallInLossReport {
+        fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+            metadata.is_event() && metadata.target() == "lock_runtime::lost"
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, _: &tracing::Event<'_>) {
+            if !self.done.swap(true, Ordering::SeqCst) {
+                std::thread::sleep(self.stall);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// The thread stalls while the watchdog applies a renewal's answer
+    /// (here, inside the warning of the loss it found): the stall is
+    /// recorded as any other, though no timer of the task was due then.
+    #[test]
+    fn a_stall_while_the_watchdog_applies_an_answer_is_recorded() {
+        let _record = validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = MemoryStore::new();
+        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
+        // Longer than any other test's stall, so that this one is the
+        // longest recorded.
+        let stall = Duration::from_millis(1200);
+        let subscriber = StallInLossReport {
+            stall,
+            done: AtomicBool::new(false),
+        };
+        let recorded = tracing::subscriber::with_default(subscriber, || {
+            runtime.block_on(async {
+                let watchdog = Watchdog::start(
+                    &tokio::runtime::Handle::current(),
+                    backend,
+                    Arc::new(Counters::default()),
+                    Clock::Boot,
+                );
+                // Keeps the task sampling every 100 ms.
+                let kept = lease(1, Duration::from_secs(600));
+                watchdog.watch(kept.clone(), false, kept.confirmed_at(), None);
+                // Never taken on the store: its first renewal, due after
+                // 100 ms, is answered "not yours".
+                let gone = lease(2, Duration::from_millis(300));
+                watchdog.watch(gone.clone(), true, gone.confirmed_at(), None);
+                tokio::time::timeout(Duration::from_secs(30), lost::signal(&gone))
+                    .await
+                    .expect("the refused renewal was not reported");
+                // A few turns of the task after the stall.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                watchdog.forget(kept.id);
+                validity::recent_stall()
+            })
+        });
+        // Whatever the task was waiting for next was at most 100 ms away.
+        assert!(
+            recorded + SAMPLE_EVERY >= stall,
+            "a {stall:?} stall recorded as {recorded:?}"
+        );
+    }
+
     /// A stall seen after a lease was last confirmed widens that lease's
     /// margin too, as it does the next lease's: a holder whose renewals
     /// then keep failing is told `ttl/20` plus the stall before its key can
