@@ -298,17 +298,28 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
         // However the task woke, running after its planned wake-up means
         // its thread was stalled that long: a new lease's notice or a
         // renewal's answer may be what woke it after the stall. Measured
-        // before any work of this turn.
-        if let Some(planned) = wake_at
-            && clock.shows_stalls()
-        {
-            let now = clock.now();
-            if now > planned {
-                validity::observe_lateness(planned, now);
-            }
-        }
+        // before any work of this turn, so that the answer's leases are
+        // trusted with the margin the stall set.
+        observe_if_late(clock, wake_at);
         if let Some(outcome) = answered {
             apply(&shared, outcome, &counters);
+            // And after it: a stall while the answer was applied (a pause
+            // of the process, a log sink that blocks the warning of a
+            // loss) kept the task from its timers as much.
+            observe_if_late(clock, wake_at);
+        }
+    }
+}
+
+/// Records the stall of the task's thread if it runs after `planned`, the
+/// wake-up it planned last.
+fn observe_if_late(clock: Clock, planned: Option<Instant>) {
+    if let Some(planned) = planned
+        && clock.shows_stalls()
+    {
+        let now = clock.now();
+        if now > planned {
+            validity::observe_lateness(planned, now);
         }
     }
 }
