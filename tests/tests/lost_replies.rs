@@ -1,11 +1,43 @@
 //! Requests that reach the server while their replies do not reach us:
 //! the acquire retry is idempotent, and an abandoned acquire leaves no lock.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, Locker};
-use lock_tests::fixtures::{command_calls, eventually, exists, get};
+use lock_tests::fixtures::{LONGEST_STALL, STALL_ROOM, command_calls, eventually, exists, get};
 use lock_tests::{FaultProxy, RedisServer};
+
+/// One-way latency for the tests that cut a call between the server and
+/// its reply: longer than any stall of the machine, so that the reply is
+/// still on its way when the server is seen to have run the call.
+const LEG: Duration = Duration::from_millis(450);
+
+/// Polls `call` until the server shows it ran (`ran`), then drops it: cut
+/// after it reached the server, with its reply a whole [`LEG`] away. (A
+/// cut at a fixed time is not: after a stall of the whole machine across
+/// both, the cut and the reply are due together, and a `timeout` looks at
+/// the reply first.) Panics if the call answers first.
+async fn cut_once_run<F>(call: F, mut ran: impl FnMut() -> bool)
+where
+    F: Future,
+    F::Output: std::fmt::Debug,
+{
+    assert!(LEG > LONGEST_STALL);
+    let started = Instant::now();
+    let call = std::pin::pin!(call);
+    let mut call = call;
+    while !ran() {
+        // Nothing is due from the call for a whole leg after it ran.
+        if let Ok(answer) = tokio::time::timeout(Duration::from_millis(1), &mut call).await {
+            panic!("the call answered before the server was seen to run it: {answer:?}");
+        }
+        assert!(
+            started.elapsed() < LEG * 2 + STALL_ROOM * 5,
+            "the call never reached the server"
+        );
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_whose_reply_is_lost_is_retried_and_succeeds_once() {
@@ -54,30 +86,16 @@ async fn an_acquire_abandoned_in_flight_leaves_no_lock_behind() {
     let warm = locker.lock("abandoned").acquire().await.unwrap();
     assert!(warm.release().await.unwrap());
 
-    // The request reaches the server after 300 ms, its reply would come back
-    // 300 ms later: cancel in between, when the lock is set but not ours yet.
-    // (Whatever a stall does to the timer, the reply cannot come back
-    // within 450 ms: it takes two 300 ms legs.)
-    proxy.set_latency(Duration::from_millis(300));
+    // The request reaches the server after a leg, its reply would come back
+    // a leg later: cancel in between, when the lock is set but not ours yet
+    // (its SET ran: a count, which no race with the clean-up can hide).
+    proxy.set_latency(LEG);
     let sets = command_calls(&server, "set");
     let acquire = locker
         .lock("abandoned")
         .ttl(Duration::from_secs(30))
         .acquire();
-    assert!(
-        tokio::time::timeout(Duration::from_millis(450), acquire)
-            .await
-            .is_err()
-    );
-    // The request did reach the server and took the lock there (its SET
-    // ran: a count, which no race with the clean-up can hide, where a look
-    // at the key right after the cancel raced with a stall of the proxy).
-    eventually(
-        "the abandoned acquire ran on the server",
-        Duration::from_secs(10),
-        || command_calls(&server, "set") > sets,
-    )
-    .await;
+    cut_once_run(acquire, || command_calls(&server, "set") > sets).await;
     // The background cleanup follows the acquire on the same connection.
     eventually(
         "the abandoned lock released; it would block everyone for its 30 s lease",
@@ -177,23 +195,21 @@ async fn a_release_cut_after_it_deleted_is_counted_released_not_lost() {
         .acquire()
         .await
         .unwrap();
-    // The RELEASE reaches the server after 300 ms; its reply would come
-    // back 300 ms later: cut the call in between.
-    proxy.set_latency(Duration::from_millis(300));
-    assert!(
-        tokio::time::timeout(Duration::from_millis(450), guard.release())
-            .await
-            .is_err(),
-        "the release answered within 450 ms through a 300 ms one-way latency"
-    );
+    // The RELEASE reaches the server after a leg; its reply would come
+    // back a leg later: cut the call in between, once it deleted the lock.
+    proxy.set_latency(LEG);
+    cut_once_run(guard.release(), || !exists(&server, "lock:{cut-release}")).await;
+    // The guard's background release runs to its end (two legs each way,
+    // within its bound of two calls).
     eventually(
-        "the cut release deleted the lock on the server",
-        Duration::from_secs(10),
-        || !exists(&server, "lock:{cut-release}"),
+        "the lock counted as released or lost",
+        LEG * 4 + STALL_ROOM * 2,
+        || {
+            let stats = locker.stats();
+            stats.released + stats.lost == 2
+        },
     )
     .await;
-    // Let the guard's background release run to its end (two 300 ms legs).
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
     let stats = locker.stats();
     assert_eq!(stats.acquired, 2, "{stats:?}");
     assert_eq!(
