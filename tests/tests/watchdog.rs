@@ -293,7 +293,6 @@ fn a_stall_seen_while_a_lease_is_held_widens_its_margin() {
 /// library's thread, each waking its holder; that must not make the last
 /// ones late.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: losses due together are told one after another on the library's thread (about 8 us each in a debug build, 1 to 2 in release), so the last of thousands are told after their keys could expire; the watchdog would have to start telling a large group as much earlier as telling it takes"]
 async fn leases_cut_off_together_by_the_thousand_are_each_told_before_their_key_can_expire() {
     const LEASES: usize = 20_000;
     const AT_ONCE: usize = 100;

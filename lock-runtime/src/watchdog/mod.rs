@@ -238,6 +238,9 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
     let mut in_flight: JoinSet<BatchOutcome> = JoinSet::new();
     // The stall the leases' ends were last planned with.
     let mut planned_with = validity::recent_stall();
+    // How long telling one holder of its loss takes, about (see
+    // `Schedule::expire`); only where time passes while it is told.
+    let mut telling = TellingCost::new(clock);
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
@@ -252,6 +255,7 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
                 schedule.narrow();
             }
             planned_with = stall;
+            schedule.telling_each = telling.each();
             let expired = schedule.expire(now);
             let batches = schedule.take_due(now);
             let next = schedule.next_event();
@@ -265,6 +269,7 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
             schedule.armed_until = next;
             (expired, batches, wake_at)
         };
+        let told = telling.start(expired.len());
         for (lease, cause, turn) in expired {
             #[cfg(feature = "sabotage")]
             if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentAfterStall)
@@ -276,6 +281,7 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
             // The rest of the holder's line goes on trying.
             drop(turn);
         }
+        telling.done(told);
         if !batches.is_empty() {
             Counters::bump(&counters.renewal_rounds);
         }
@@ -308,6 +314,63 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
             // loss) kept the task from its timers as much.
             observe_if_late(clock, wake_at);
         }
+    }
+}
+
+/// How long telling one holder of its loss takes, learnt from the passes
+/// that told many: the schedule takes leases due that much later per
+/// holder told before them (see `Schedule::expire`).
+struct TellingCost {
+    clock: Clock,
+    each: Duration,
+}
+
+/// A pass of telling that started at `at`, with `count` holders.
+struct Telling {
+    at: Instant,
+    count: usize,
+}
+
+impl TellingCost {
+    /// The first guess: a debug build takes a few µs per holder, a release
+    /// build one or two.
+    const FIRST: Duration = Duration::from_micros(10);
+    /// A pass is measured when it tells at least this many holders.
+    const MEASURED_FROM: usize = 64;
+
+    fn new(clock: Clock) -> Self {
+        // On a clock that does not run while the library works (tokio's,
+        // paused in a test) telling takes no time.
+        let each = if clock.shows_stalls() {
+            Self::FIRST
+        } else {
+            Duration::ZERO
+        };
+        Self { clock, each }
+    }
+
+    fn each(&self) -> Duration {
+        self.each
+    }
+
+    fn start(&self, count: usize) -> Telling {
+        Telling {
+            at: self.clock.now(),
+            count,
+        }
+    }
+
+    /// Learns from a pass: the cost rises at once to what a large pass
+    /// measured, and comes down slowly (a pass slowed by a stall is
+    /// recorded as a stall too, and widens the margins meanwhile).
+    fn done(&mut self, pass: Telling) {
+        if !self.clock.shows_stalls() || pass.count < Self::MEASURED_FROM {
+            return;
+        }
+        let took = self.clock.now().saturating_duration_since(pass.at);
+        let per = took / u32::try_from(pass.count).unwrap_or(u32::MAX);
+        let per = per.min(Duration::from_millis(1));
+        self.each = per.max(self.each * 3 / 4).max(Duration::from_micros(1));
     }
 }
 

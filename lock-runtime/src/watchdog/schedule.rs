@@ -50,6 +50,14 @@ pub(super) struct Schedule {
     pub(super) armed_until: Option<Instant>,
     /// When the locks last moved to another server (see [`Self::all_due`]).
     moved_at: Option<Instant>,
+    /// How long telling one holder of its loss takes, about (zero where
+    /// time does not pass meanwhile): holders due together are told one
+    /// after another, so the last of thousands would be told well after
+    /// its lease ran out; they are told that much earlier instead (see
+    /// [`Self::expire`]). Set by the task, which measures it.
+    pub(super) telling_each: Duration,
+    /// The last `now` the schedule was asked to expire leases at.
+    seen_now: Option<Instant>,
 }
 
 /// What came back from one batch command.
@@ -218,16 +226,81 @@ impl Schedule {
 
     /// The earliest moment something must happen.
     pub(super) fn next_event(&self) -> Option<Instant> {
-        [&self.renewals, &self.expiries, &self.caps]
+        [&self.renewals, &self.caps]
             .into_iter()
             .filter_map(|queue| queue.first().map(|&(at, _)| at))
+            .chain(self.first_telling())
             .min()
     }
 
-    /// Takes every lease whose validity has run out by `now`; they are no
-    /// longer watched, and must be reported lost for the cause given, and
-    /// then their holders' turns given up.
+    /// How many leases, from the first in the expiry queue, must be told
+    /// now: the holders told in one pass are told one after another, the
+    /// k-th about `k * telling_each` after `now`, so the k-th must be
+    /// started by its end less that; the longest prefix holding one that
+    /// must start by `now` is told now (those before it in the queue end
+    /// no later).
+    fn expiries_to_tell(&self, now: Instant) -> usize {
+        let each = self.telling_each;
+        let Some(window_end) = now.checked_add(self.telling_all()) else {
+            return self.expiries.len();
+        };
+        let mut to_tell = 0;
+        for (k, &(at, _)) in self.expiries.iter().enumerate() {
+            if at > window_end {
+                break;
+            }
+            let place = u32::try_from(k + 1).unwrap_or(u32::MAX);
+            if now
+                .checked_add(each.saturating_mul(place))
+                .is_none_or(|told| at <= told)
+            {
+                to_tell = k + 1;
+            }
+        }
+        to_tell
+    }
+
+    /// When telling must start for the first lease in the expiry queue to
+    /// be told in time, and those right behind it (see
+    /// [`Self::expiries_to_tell`]): at the earliest of `end_k - k * each`.
+    fn first_telling(&self) -> Option<Instant> {
+        let &(first, _) = self.expiries.first()?;
+        let all = self.telling_all();
+        // Never later than the first end less the time to tell everyone:
+        // while that is still ahead, waking then is soon enough to look
+        // closer (most of the time renewals move every end on before).
+        let coarse = first.checked_sub(all).unwrap_or(first);
+        if self.seen_now.is_none_or(|now| coarse > now) || all.is_zero() {
+            return Some(coarse);
+        }
+        let window_end = first.checked_add(all).unwrap_or(first);
+        let mut start = first;
+        for (k, &(at, _)) in self.expiries.iter().enumerate() {
+            if at > window_end {
+                break;
+            }
+            let place = u32::try_from(k + 1).unwrap_or(u32::MAX);
+            let by = at
+                .checked_sub(self.telling_each.saturating_mul(place))
+                .unwrap_or(at);
+            start = start.min(by);
+        }
+        Some(start)
+    }
+
+    /// How long telling every watched lease would take.
+    fn telling_all(&self) -> Duration {
+        let count = u32::try_from(self.expiries.len()).unwrap_or(u32::MAX);
+        self.telling_each.saturating_mul(count)
+    }
+
+    /// Takes every lease whose validity has run out by `now`, or that must
+    /// be told now to be told before it runs out (see
+    /// [`Self::telling_each`]); they are no longer watched, and must be
+    /// reported lost for the cause given, and then their holders' turns
+    /// given up.
     pub(super) fn expire(&mut self, now: Instant) -> Vec<(Arc<Lease>, Cause, Option<Turn>)> {
+        self.seen_now = Some(now);
         let mut expired = Vec::new();
         // A lease at its hold cap is given up while still valid: told now,
         // never renewed again.
@@ -245,10 +318,12 @@ impl Schedule {
                 }
             }
         }
+        let mut to_tell = self.expiries_to_tell(now);
         while let Some(&(at, id)) = self.expiries.first() {
-            if at > now {
+            if at > now && to_tell == 0 {
                 break;
             }
+            to_tell = to_tell.saturating_sub(1);
             match self.watched.get(&id) {
                 Some(watched) => {
                     let cause = if watched.renews {
@@ -464,6 +539,98 @@ mod tests {
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
         assert_eq!(applied.renewed.len(), 1);
         assert_eq!(schedule.next_event(), Some(t0 + 2 * SEC));
+    }
+
+    /// Fixed leases (never renewed), all sent at `t0`, watched by a
+    /// schedule that tells a holder in `each`.
+    fn fixed_leases(count: u64, t0: Instant, each: Duration) -> (Schedule, Vec<Arc<Lease>>) {
+        let mut schedule = Schedule {
+            telling_each: each,
+            ..Schedule::default()
+        };
+        let leases: Vec<_> = (0..count).map(|id| lease(id, 3 * SEC, t0)).collect();
+        for lease in &leases {
+            schedule.watch(lease.clone(), false, t0, None);
+        }
+        (schedule, leases)
+    }
+
+    #[test]
+    fn thousands_ending_together_are_told_early_enough_for_the_last_to_be_in_time() {
+        let _record = crate::validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let t0 = Instant::now();
+        let each = Duration::from_micros(10);
+        let (mut schedule, leases) = fixed_leases(1000, t0, each);
+        let end = leases[0].valid_until();
+        assert!(schedule.expire(t0).is_empty());
+        // Woken early enough to tell all thousand, one after another, by
+        // their end.
+        let start = schedule.next_event().expect("watched");
+        assert!(
+            start + each * 1000 <= end,
+            "{:?} before the end",
+            end - start
+        );
+        let told = schedule.expire(start);
+        assert_eq!(told.len(), 1000);
+        assert_eq!(schedule.next_event(), None);
+    }
+
+    #[test]
+    fn leases_ending_further_apart_than_telling_takes_are_told_one_at_a_time_in_time() {
+        let _record = crate::validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let t0 = Instant::now();
+        let each = Duration::from_micros(10);
+        let mut schedule = Schedule {
+            telling_each: each,
+            ..Schedule::default()
+        };
+        // Sent 20 µs apart: they end 20 µs apart.
+        let leases: Vec<_> = (0..100)
+            .map(|id| {
+                let sent = t0 + Duration::from_micros(20) * u32::try_from(id).unwrap();
+                let lease = lease(id, 3 * SEC, sent);
+                schedule.watch(lease.clone(), false, sent, None);
+                lease
+            })
+            .collect();
+        let mut now = t0;
+        let mut told = 0;
+        while let Some(next) = schedule.next_event() {
+            assert!(next >= now, "the schedule went back in time");
+            now = next;
+            for (lease, _, _) in schedule.expire(now) {
+                // Told in time, and not before telling the ones before it
+                // needed: at most one holder's telling early.
+                assert!(now <= lease.valid_until(), "lease {} told late", lease.id);
+                assert!(
+                    now + each * 2 >= lease.valid_until(),
+                    "lease {} told {:?} early",
+                    lease.id,
+                    lease.valid_until() - now
+                );
+                told += 1;
+            }
+        }
+        assert_eq!(told, leases.len());
+    }
+
+    #[test]
+    fn without_a_telling_cost_a_lease_is_told_at_its_end() {
+        let _record = crate::validity::STALL_RECORD_IN_USE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let t0 = Instant::now();
+        let (mut schedule, leases) = fixed_leases(1000, t0, Duration::ZERO);
+        let end = leases[0].valid_until();
+        assert!(schedule.expire(t0).is_empty());
+        assert_eq!(schedule.next_event(), Some(end));
+        assert!(schedule.expire(end - Duration::from_nanos(1)).is_empty());
+        assert_eq!(schedule.expire(end).len(), 1000);
     }
 
     #[test]
