@@ -414,3 +414,74 @@ async fn a_nested_call_mid_step_when_its_holder_ends_does_not_run_beside_the_nex
         "{stopped:?}"
     );
 }
+
+/// Where a holder puts the thread its nested call runs on.
+type Detached = Arc<std::sync::Mutex<Option<std::thread::JoinHandle<Result<(), LockError>>>>>;
+
+/// Starts `busy_step` nested and moves it to a thread of its own, as
+/// `leaving_a_busy_step` does, but never ends on its own: its caller gives
+/// up on it (a timeout around it, a request dropped) while that step runs.
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn abandoned_over_a_busy_step(
+    ledger: Arc<Ledger>,
+    id: u32,
+    step: Arc<Step>,
+    detached: Detached,
+) -> Result<(), LockError> {
+    let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
+    // Polled once here, in the holder's body: it is a nested call.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the nested call is still running");
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(nested)
+    });
+    *detached.lock().unwrap() = Some(thread);
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// As for a holder whose body ends: a holder cancelled while a nested call
+/// moved out of its body is between two `.await`s on another thread lets
+/// go of the lock only after that step, so the nested call's write never
+/// lands while the lock is the next owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_call_mid_step_when_its_holder_is_cancelled_does_not_run_beside_the_next_owner() {
+    let server = RedisServer::start();
+    let ledger = Arc::new(Ledger::new(&server).await);
+    let step = Arc::new(Step::default());
+    let detached = Detached::default();
+    let holder = abandoned_over_a_busy_step(ledger.clone(), 1, step.clone(), detached.clone());
+    // The caller gives up on the holder once the nested call is in its step.
+    tokio::select! {
+        outcome = holder => panic!("the holder ended on its own: {outcome:?}"),
+        () = lock_tests::fixtures::eventually(
+            "the nested call in its step",
+            Duration::from_secs(10),
+            || step.entered.load(Ordering::SeqCst),
+        ) => {}
+    }
+    step.holder_done.store(true, Ordering::SeqCst);
+    let next = ledger.locker.lock("acct:1").acquire().await.unwrap();
+    let wrote_before_next = step.wrote.load(Ordering::SeqCst);
+    let thread = detached
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the nested call's thread");
+    let stopped = tokio::task::spawn_blocking(move || thread.join().unwrap())
+        .await
+        .unwrap();
+    assert!(next.release().await.unwrap());
+    assert!(
+        wrote_before_next,
+        "the nested call wrote while the lock was the next owner's"
+    );
+    assert!(
+        matches!(stopped, Err(LockError::Lost { .. })),
+        "{stopped:?}"
+    );
+}
