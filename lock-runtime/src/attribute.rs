@@ -4,13 +4,16 @@
 //! [`crate::__private`].
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::guard::LockGuard;
 use crate::handle::LockHandle;
+use crate::host::Host;
 use crate::locker::Locker;
 use crate::lost::{self, OnLost};
-use crate::reentrancy::{Frame, held_by_this_task, holding};
+use crate::reentrancy::{Frame, Nested, held_by_this_task, holding};
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -67,16 +70,67 @@ pub async fn run_locked<F: Future>(
     let guard = request.acquire().await?;
     let handle = guard.handle();
     let key = guard.key().to_owned();
-    let outcome = run_body(&locker, &handle, options.on_lost, body).await;
-    match guard.release().await {
-        Ok(true) => {}
-        Ok(false) => tracing::warn!(key, "the body finished after its lock was lost"),
-        // The body's work is done; the lease simply runs out.
-        Err(err) => {
-            tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
+    let nested = Nested::new();
+    let held = Held {
+        guard: Some(guard),
+        nested: nested.clone(),
+        host: locker.core().host.clone(),
+    };
+    let outcome = run_body(&locker, &handle, options.on_lost, nested, body).await;
+    // Taken back at once: the body ended, and `holding` waited for any
+    // nested call's step.
+    if let Some(guard) = held.into_guard() {
+        match guard.release().await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(key, "the body finished after its lock was lost"),
+            // The body's work is done; the lease simply runs out.
+            Err(err) => {
+                tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
+            }
         }
     }
     outcome.ok_or_else(|| lost(&handle, key))
+}
+
+/// The guard of a holding call, until its body ended and the call releases
+/// it. Dropped with the call (cancelled by its caller), it lets go of the
+/// lock as the body's end does: only once no nested call moved out of the
+/// body is mid-step (see [`crate::reentrancy`]). Such a step is waited for
+/// in the background, while the watchdog keeps the lease; the guard's own
+/// drop then releases the lock.
+struct Held {
+    guard: Option<LockGuard>,
+    nested: Arc<Nested>,
+    host: Host,
+}
+
+impl Held {
+    fn into_guard(mut self) -> Option<LockGuard> {
+        self.guard.take()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        // Usually done already, by the body's own drop: from here on a
+        // nested call's next step sees the end.
+        self.nested.finish();
+        if self.nested.idle() {
+            return;
+        }
+        // Outside any runtime (an in-memory locker's call dropped there),
+        // nothing can wait: released at once, as before.
+        if let Ok(runtime) = self.host.runtime() {
+            let nested = self.nested.clone();
+            runtime.spawn(async move {
+                nested.settled().await;
+                drop(guard);
+            });
+        }
+    }
 }
 
 /// The error of a body that lost its lock: the hold cap, or a loss.
@@ -134,7 +188,7 @@ async fn run_nested<F: Future>(
     if !holder.handle.is_held() {
         return Err(lost(&holder.handle, key));
     }
-    let running = run_body(locker, &holder.handle, options.on_lost, body);
+    let running = run_body(locker, &holder.handle, options.on_lost, Nested::new(), body);
     // Each poll counted, so that the holder lets go only after a step
     // running when its body ended (see `crate::reentrancy`).
     nested
@@ -148,7 +202,8 @@ async fn run_nested<F: Future>(
         .await
 }
 
-/// Runs `body` as a call holding `handle`: `None` when the lock was lost
+/// Runs `body` as a call holding `handle`, with `nested` for the calls
+/// nested in it: `None` when the lock was lost
 /// and `on_lost = "cancel"` (cancelled, or finished after the lease ran
 /// out: a process paused past its lease can finish before the watchdog
 /// runs again, and the local validity check catches that).
@@ -156,6 +211,7 @@ async fn run_body<F: Future>(
     locker: &Locker,
     handle: &LockHandle,
     on_lost: OnLost,
+    nested: Arc<Nested>,
     body: F,
 ) -> Option<F::Output> {
     if !handle.is_held() {
@@ -167,6 +223,7 @@ async fn run_body<F: Future>(
         holding(
             locker.core(),
             handle.clone(),
+            nested,
             lost::guarded(handle.lease(), on_lost, body),
         ),
         handle.lease().span.clone(),

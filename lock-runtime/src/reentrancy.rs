@@ -16,7 +16,9 @@
 //! `LockError::Lost`, since the lock it ran under is being let go. One
 //! caught between two `.await`s (polled on another thread when the body
 //! ends) is waited for: the holder lets go only once no nested call's
-//! step is running, so none runs beside the next owner.
+//! step is running, so none runs beside the next owner. So does a holder
+//! cancelled by its caller: the lock is let go in the background once
+//! that step ends (see `crate::attribute`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -61,19 +63,22 @@ pub(crate) struct Nested {
 }
 
 impl Nested {
-    fn new() -> Self {
-        Self {
+    /// What a holding call will share with the calls nested in it: made
+    /// before its body runs, so that whoever lets go of its lock can wait
+    /// for them ([`Self::settled`]), also when the call is cancelled.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
             turns: Semaphore::new(1),
             ended: AtomicBool::new(false),
             watched: AtomicBool::new(false),
             end: Notify::new(),
             polling: AtomicUsize::new(0),
             idle: Notify::new(),
-        }
+        })
     }
 
     /// Marks the holding call's body ended, and wakes who waits for that.
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.ended.store(true, Ordering::SeqCst);
         if self.watched.load(Ordering::SeqCst) {
             self.end.notify_waiters();
@@ -93,12 +98,17 @@ impl Nested {
         .await
     }
 
+    /// Whether no nested call is being polled right now.
+    pub(crate) fn idle(&self) -> bool {
+        self.polling.load(Ordering::SeqCst) == 0
+    }
+
     /// Completes once no nested call is being polled; after [`Self::finish`],
     /// none starts again.
-    async fn settled(&self) {
+    pub(crate) async fn settled(&self) {
         // Most bodies nest nothing, or nothing still running: no waiter to
         // register (a poll that starts from now on sees the end).
-        if self.polling.load(Ordering::SeqCst) == 0 {
+        if self.idle() {
             return;
         }
         loop {
@@ -195,13 +205,17 @@ pub(crate) fn held_by_this_task(core: &Core, key: &str) -> Option<Frame> {
     .flatten()
 }
 
-/// Runs `body` as a call holding `handle` (a new frame, with its own turns
-/// for the calls nested in it).
-pub(crate) async fn holding<F: Future>(core: &Core, handle: LockHandle, body: F) -> F::Output {
+/// Runs `body` as a call holding `handle` (a new frame, with `nested`, its
+/// own turns for the calls nested in it).
+pub(crate) async fn holding<F: Future>(
+    core: &Core,
+    handle: LockHandle,
+    nested: Arc<Nested>,
+    body: F,
+) -> F::Output {
     let mut held: Vec<Frame> = HELD
         .try_with(|held| held.0.as_ref().clone())
         .unwrap_or_default();
-    let nested = Arc::new(Nested::new());
     let _end = EndOnDrop(nested.clone());
     held.push(Frame {
         locker: core.identity(),
