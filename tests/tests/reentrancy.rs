@@ -485,3 +485,101 @@ async fn a_nested_call_mid_step_when_its_holder_is_cancelled_does_not_run_beside
         "{stopped:?}"
     );
 }
+
+/// Waits on its own `.await`s until told, then deposits.
+#[distributed_lock(key = "acct:<id>", wait = "5s", locker = ledger.locker)]
+async fn deposit_when_told(
+    ledger: Arc<Ledger>,
+    id: u32,
+    go: Arc<AtomicBool>,
+) -> Result<(), LockError> {
+    let since = std::time::Instant::now();
+    while !go.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    ledger.add_one().await;
+    Ok(())
+}
+
+/// Starts `deposit_when_told` nested in itself and moves it to a thread of
+/// its own, then waits for ever.
+#[distributed_lock(key = "acct:<id>", wait = "5s", locker = ledger.locker)]
+async fn handing_on(
+    ledger: Arc<Ledger>,
+    id: u32,
+    go: Arc<AtomicBool>,
+    detached: Detached,
+) -> Result<(), LockError> {
+    let mut nested = Box::pin(deposit_when_told(ledger.clone(), id, go));
+    // Polled once here, in this call's body: it is nested in this call.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the nested call is still running");
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(nested)
+    });
+    *detached.lock().unwrap() = Some(thread);
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// A nested call that was started and left unfinished.
+type Unfinished = std::pin::Pin<Box<dyn Future<Output = Result<(), LockError>> + Send>>;
+
+/// Starts `handing_on` nested (which starts a call nested in itself) and
+/// ends, handing it out unfinished.
+#[distributed_lock(key = "acct:<id>", locker = ledger.locker)]
+async fn leaving_a_nested_call_that_nests_one(
+    ledger: Arc<Ledger>,
+    id: u32,
+    go: Arc<AtomicBool>,
+    detached: Detached,
+) -> Result<Unfinished, LockError> {
+    let mut nested: Unfinished = Box::pin(handing_on(ledger.clone(), id, go, detached.clone()));
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "the nested call is still running");
+    assert!(
+        detached.lock().unwrap().is_some(),
+        "its own nested call started"
+    );
+    Ok(nested)
+}
+
+/// A call nested in a nested call, both moved out of the holder's body,
+/// stops when the holder's body ends, as a call nested in the holder
+/// directly does: it never runs beside the next owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_nested_in_a_nested_call_stops_when_the_holder_ends() {
+    let server = RedisServer::start();
+    let ledger = Arc::new(Ledger::new(&server).await);
+    let go = Arc::new(AtomicBool::new(false));
+    let detached = Detached::default();
+    let unfinished =
+        leaving_a_nested_call_that_nests_one(ledger.clone(), 1, go.clone(), detached.clone())
+            .await
+            .unwrap();
+    let next = ledger.locker.lock("acct:1").acquire().await.unwrap();
+    go.store(true, Ordering::SeqCst);
+    let thread = detached
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the innermost call's thread");
+    let innermost = tokio::task::spawn_blocking(move || thread.join().unwrap())
+        .await
+        .unwrap();
+    let deposited_beside_the_next_owner = ledger.account.balance();
+    assert!(next.release().await.unwrap());
+    drop(unfinished);
+    assert!(
+        matches!(innermost, Err(LockError::Lost { .. })),
+        "the innermost call ran on after its holder ended: {innermost:?}"
+    );
+    assert_eq!(
+        deposited_beside_the_next_owner, 0,
+        "the innermost call deposited while the lock was the next owner's"
+    );
+}
