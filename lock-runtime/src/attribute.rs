@@ -188,7 +188,15 @@ async fn run_nested<F: Future>(
     if !holder.handle.is_held() {
         return Err(lost(&holder.handle, key));
     }
-    let running = run_body(locker, &holder.handle, options.on_lost, Nested::new(), body);
+    // Its own frame ends with the holder's body, even if this call is not
+    // polled again, so that calls nested in it stop too.
+    let running = run_body(
+        locker,
+        &holder.handle,
+        options.on_lost,
+        Nested::nested_in(nested),
+        body,
+    );
     // Each poll counted, so that the holder lets go only after a step
     // running when its body ended (see `crate::reentrancy`).
     nested

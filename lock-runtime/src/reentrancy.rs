@@ -18,11 +18,13 @@
 //! ends) is waited for: the holder lets go only once no nested call's
 //! step is running, so none runs beside the next owner. So does a holder
 //! cancelled by its caller: the lock is let go in the background once
-//! that step ends (see `crate::attribute`).
+//! that step ends (see `crate::attribute`). The same holds for a call
+//! nested in a nested call, both moved out: the holder's end ends every
+//! body nested in it, however deep, and its steps are waited for too.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{Notify, Semaphore};
 
@@ -60,6 +62,15 @@ pub(crate) struct Nested {
     polling: AtomicUsize,
     /// The last of those polls ended, after the body did.
     idle: Notify,
+    /// The frame of the holder this call is nested in, if it is nested:
+    /// each poll of a call nested in this one counts there too, so that
+    /// the holder lets go only once no call nested at any depth is
+    /// mid-step.
+    parent: Option<Arc<Nested>>,
+    /// The frames of the calls nested in this one's body: they end with
+    /// it, even one moved out and not polled since (its own nested calls
+    /// look only at it).
+    children: Mutex<Vec<Weak<Nested>>>,
 }
 
 impl Nested {
@@ -67,6 +78,26 @@ impl Nested {
     /// before its body runs, so that whoever lets go of its lock can wait
     /// for them ([`Self::settled`]), also when the call is cancelled.
     pub(crate) fn new() -> Arc<Self> {
+        Self::with_parent(None)
+    }
+
+    /// The same, for a call nested in the holder whose frame is `parent`:
+    /// it ends when that holder's body does, if not before.
+    pub(crate) fn nested_in(parent: &Arc<Nested>) -> Arc<Self> {
+        let child = Self::with_parent(Some(parent.clone()));
+        let mut children = parent.children();
+        children.retain(|child| child.strong_count() > 0);
+        children.push(Arc::downgrade(&child));
+        drop(children);
+        // Looked at after joining: a parent that ended before has handed
+        // its children on already, this one included or not.
+        if parent.ended.load(Ordering::SeqCst) {
+            child.finish();
+        }
+        child
+    }
+
+    fn with_parent(parent: Option<Arc<Nested>>) -> Arc<Self> {
         Arc::new(Self {
             turns: Semaphore::new(1),
             ended: AtomicBool::new(false),
@@ -74,15 +105,32 @@ impl Nested {
             end: Notify::new(),
             polling: AtomicUsize::new(0),
             idle: Notify::new(),
+            parent,
+            children: Mutex::new(Vec::new()),
         })
     }
 
-    /// Marks the holding call's body ended, and wakes who waits for that.
+    /// Marks the holding call's body ended, and the bodies nested in it,
+    /// and wakes who waits for that.
     pub(crate) fn finish(&self) {
         self.ended.store(true, Ordering::SeqCst);
         if self.watched.load(Ordering::SeqCst) {
             self.end.notify_waiters();
         }
+        let children = std::mem::take(&mut *self.children());
+        for child in children.iter().filter_map(Weak::upgrade) {
+            child.finish();
+        }
+    }
+
+    fn children(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Nested>>> {
+        // A list of weak references stays whole even if a holder panicked.
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This frame and those of the holders it is nested in, innermost first.
+    fn and_ancestors(&self) -> impl Iterator<Item = &Nested> {
+        std::iter::successors(Some(self), |nested| nested.parent.as_deref())
     }
 
     /// Runs a nested call's `work`, each poll counted in [`Self::polling`]
@@ -142,22 +190,27 @@ impl Nested {
     }
 }
 
-/// One poll of a nested call, counted while it runs.
+/// One poll of a nested call, counted while it runs, by its holder and
+/// every holder that one is nested in.
 struct Polling<'a>(&'a Nested);
 
 impl<'a> Polling<'a> {
     fn enter(nested: &'a Nested) -> Self {
-        nested.polling.fetch_add(1, Ordering::SeqCst);
+        for holder in nested.and_ancestors() {
+            holder.polling.fetch_add(1, Ordering::SeqCst);
+        }
         Self(nested)
     }
 }
 
 impl Drop for Polling<'_> {
     fn drop(&mut self) {
-        let nested = self.0;
-        if nested.polling.fetch_sub(1, Ordering::SeqCst) == 1 && nested.ended.load(Ordering::SeqCst)
-        {
-            nested.idle.notify_waiters();
+        for holder in self.0.and_ancestors() {
+            if holder.polling.fetch_sub(1, Ordering::SeqCst) == 1
+                && holder.ended.load(Ordering::SeqCst)
+            {
+                holder.idle.notify_waiters();
+            }
         }
     }
 }
