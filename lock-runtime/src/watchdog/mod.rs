@@ -332,11 +332,17 @@ struct Telling {
 }
 
 impl TellingCost {
-    /// The first guess: a debug build takes a few µs per holder, a release
-    /// build one or two.
-    const FIRST: Duration = Duration::from_micros(10);
+    /// The first guess, on the safe side: a debug build takes about 10 µs
+    /// per holder on a busy machine, a release build one or two. Only
+    /// leases whose renewals went unconfirmed are told early (see
+    /// `Schedule::expiries_to_tell`), so a guess too high costs nothing
+    /// while the server answers.
+    const FIRST: Duration = Duration::from_micros(20);
     /// A pass is measured when it tells at least this many holders.
     const MEASURED_FROM: usize = 64;
+    /// The most it is taken to be: several times what a debug build takes
+    /// on a busy machine.
+    const MOST: Duration = Duration::from_micros(50);
 
     fn new(clock: Clock) -> Self {
         // On a clock that does not run while the library works (tokio's,
@@ -360,17 +366,16 @@ impl TellingCost {
         }
     }
 
-    /// Learns from a pass: the cost rises at once to what a large pass
-    /// measured, and comes down slowly (a pass slowed by a stall is
-    /// recorded as a stall too, and widens the margins meanwhile).
+    /// Learns from a pass that told many holders: what one took there,
+    /// within bounds (a pass slowed by a stall would teach far too much;
+    /// the stall is recorded as one and widens the margins anyway).
     fn done(&mut self, pass: Telling) {
         if !self.clock.shows_stalls() || pass.count < Self::MEASURED_FROM {
             return;
         }
         let took = self.clock.now().saturating_duration_since(pass.at);
         let per = took / u32::try_from(pass.count).unwrap_or(u32::MAX);
-        let per = per.min(Duration::from_millis(1));
-        self.each = per.max(self.each * 3 / 4).max(Duration::from_micros(1));
+        self.each = per.clamp(Duration::from_micros(1), Self::MOST);
     }
 }
 
