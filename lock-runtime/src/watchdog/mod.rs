@@ -526,6 +526,29 @@ mod tests {
         }))
     }
 
+    /// Runs `test` on a runtime of its own (its thread is the one the test
+    /// stalls) with a watchdog over an in-memory store, on the machine's
+    /// clock, where a late timer means a stall.
+    fn on_a_watchdog_of_its_own<T, F: std::future::Future<Output = T>>(
+        test: impl FnOnce(Watchdog) -> F,
+    ) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = MemoryStore::new();
+        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
+        runtime.block_on(async {
+            let watchdog = Watchdog::start(
+                &tokio::runtime::Handle::current(),
+                backend,
+                Arc::new(Counters::default()),
+                Clock::Boot,
+            );
+            test(watchdog).await
+        })
+    }
+
     /// The task is asleep on its sample timer when its thread stalls; right
     /// after the stall a lease due sooner than anything planned wakes it
     /// through its notice, not its timer: the stall is recorded all the same.
@@ -534,20 +557,8 @@ mod tests {
         let _record = validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let store = MemoryStore::new();
-        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
-        let mut missed = Vec::new();
-        runtime.block_on(async {
-            let watchdog = Watchdog::start(
-                &tokio::runtime::Handle::current(),
-                backend,
-                Arc::new(Counters::default()),
-                Clock::Boot,
-            );
+        let missed = on_a_watchdog_of_its_own(|watchdog| async move {
+            let mut missed = Vec::new();
             // A fixed lease with a far end: the task samples every 100 ms.
             let held = lease(1, Duration::from_secs(600));
             watchdog.watch(held.clone(), false, held.confirmed_at(), None);
@@ -566,6 +577,7 @@ mod tests {
                 }
                 watchdog.forget(sooner.id);
             }
+            missed
         });
         assert!(
             missed.is_empty(),
@@ -605,12 +617,6 @@ mod tests {
         let _record = validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let store = MemoryStore::new();
-        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
         // Longer than any other test's stall, so that this one is the
         // longest recorded.
         let stall = Duration::from_millis(1200);
@@ -619,13 +625,7 @@ mod tests {
             done: AtomicBool::new(false),
         };
         let recorded = tracing::subscriber::with_default(subscriber, || {
-            runtime.block_on(async {
-                let watchdog = Watchdog::start(
-                    &tokio::runtime::Handle::current(),
-                    backend,
-                    Arc::new(Counters::default()),
-                    Clock::Boot,
-                );
+            on_a_watchdog_of_its_own(|watchdog| async move {
                 // Keeps the task sampling every 100 ms.
                 let kept = lease(1, Duration::from_secs(600));
                 watchdog.watch(kept.clone(), false, kept.confirmed_at(), None);
@@ -658,19 +658,7 @@ mod tests {
         let _record = validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let store = MemoryStore::new();
-        let backend = Backend::Node(NodeBackend::Memory(Arc::new(MemoryBackend::new(store))));
-        runtime.block_on(async {
-            let watchdog = Watchdog::start(
-                &tokio::runtime::Handle::current(),
-                backend,
-                Arc::new(Counters::default()),
-                Clock::Boot,
-            );
+        on_a_watchdog_of_its_own(|watchdog| async move {
             // A fixed lease: nothing confirms it again, as for a lease whose
             // renewals fail from here on. Its margin may grow by up to 1 s.
             let ttl = Duration::from_secs(4);
