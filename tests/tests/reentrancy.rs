@@ -326,6 +326,32 @@ async fn a_call_nested_after_the_hold_cap_says_so() {
     );
 }
 
+/// Polls `nested` once, here (in a holder's body: it is a nested call),
+/// and checks that it is still running.
+async fn poll_once<F: Future + Unpin>(nested: &mut F) {
+    let first = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::pin::Pin::new(&mut *nested).poll(cx))
+    })
+    .await;
+    assert!(first.is_pending(), "the nested call is still running");
+}
+
+/// Polls `nested` once here, then runs it to its end on a thread and
+/// runtime of its own, so that no placement of tasks on one worker decides
+/// what it and its holder do when.
+async fn poll_once_then_move_to_a_thread<T: Send + 'static>(
+    mut nested: std::pin::Pin<Box<dyn Future<Output = T> + Send>>,
+) -> std::thread::JoinHandle<T> {
+    poll_once(&mut nested).await;
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(nested)
+    })
+}
+
 /// What a nested call moved out of its holder and its holder tell each
 /// other, across threads.
 #[derive(Default)]
@@ -367,15 +393,7 @@ async fn leaving_a_busy_step(
 ) -> Result<std::thread::JoinHandle<Result<(), LockError>>, LockError> {
     let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
     // Polled once here, in the holder's body: it is a nested call.
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
-    assert!(first.is_pending(), "the nested call is still running");
-    let detached = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(nested)
-    });
+    let detached = poll_once_then_move_to_a_thread(nested).await;
     lock_tests::fixtures::eventually(
         "the nested call in its step",
         Duration::from_secs(10),
@@ -430,15 +448,7 @@ async fn abandoned_over_a_busy_step(
 ) -> Result<(), LockError> {
     let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
     // Polled once here, in the holder's body: it is a nested call.
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
-    assert!(first.is_pending(), "the nested call is still running");
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(nested)
-    });
+    let thread = poll_once_then_move_to_a_thread(nested).await;
     *detached.lock().unwrap() = Some(thread);
     std::future::pending::<()>().await;
     Ok(())
@@ -512,15 +522,7 @@ async fn handing_on(
 ) -> Result<(), LockError> {
     let mut nested = Box::pin(deposit_when_told(ledger.clone(), id, go));
     // Polled once here, in this call's body: it is nested in this call.
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
-    assert!(first.is_pending(), "the nested call is still running");
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(nested)
-    });
+    let thread = poll_once_then_move_to_a_thread(nested).await;
     *detached.lock().unwrap() = Some(thread);
     std::future::pending::<()>().await;
     Ok(())
@@ -539,8 +541,7 @@ async fn leaving_a_nested_call_that_nests_one(
     detached: Detached,
 ) -> Result<Unfinished, LockError> {
     let mut nested: Unfinished = Box::pin(handing_on(ledger.clone(), id, go, detached.clone()));
-    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(nested.as_mut().poll(cx))).await;
-    assert!(first.is_pending(), "the nested call is still running");
+    poll_once(&mut nested).await;
     assert!(
         detached.lock().unwrap().is_some(),
         "its own nested call started"
