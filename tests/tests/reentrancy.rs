@@ -391,7 +391,7 @@ async fn leaving_a_busy_step(
     id: u32,
     step: Arc<Step>,
 ) -> Result<std::thread::JoinHandle<Result<(), LockError>>, LockError> {
-    let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
+    let nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
     // Polled once here, in the holder's body: it is a nested call.
     let detached = poll_once_then_move_to_a_thread(nested).await;
     lock_tests::fixtures::eventually(
@@ -446,7 +446,7 @@ async fn abandoned_over_a_busy_step(
     step: Arc<Step>,
     detached: Detached,
 ) -> Result<(), LockError> {
-    let mut nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
+    let nested = Box::pin(busy_step(ledger.clone(), id, step.clone()));
     // Polled once here, in the holder's body: it is a nested call.
     let thread = poll_once_then_move_to_a_thread(nested).await;
     *detached.lock().unwrap() = Some(thread);
@@ -520,7 +520,7 @@ async fn handing_on(
     go: Arc<AtomicBool>,
     detached: Detached,
 ) -> Result<(), LockError> {
-    let mut nested = Box::pin(deposit_when_told(ledger.clone(), id, go));
+    let nested = Box::pin(deposit_when_told(ledger.clone(), id, go));
     // Polled once here, in this call's body: it is nested in this call.
     let thread = poll_once_then_move_to_a_thread(nested).await;
     *detached.lock().unwrap() = Some(thread);
