@@ -365,22 +365,7 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
     // The locker also asks the sentinels every second on its own; the
     // switch below takes a few milliseconds (the first try must still meet
     // the demoted master: see the READONLY count below).
-    let new_port = setup.replica.port().to_string();
-    tokio::task::block_in_place(|| {
-        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
-        setup.master.cmd(&["REPLICAOF", "127.0.0.1", &new_port]);
-        for sentinel in setup.sentinels() {
-            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
-            sentinel.cmd(&[
-                "SENTINEL",
-                "MONITOR",
-                "mymaster",
-                "127.0.0.1",
-                &new_port,
-                "2",
-            ]);
-        }
-    });
+    tokio::task::block_in_place(|| switch_by_hand(&setup, true));
     // One try (a wait of zero): the refused script is sent again to the
     // new master within the call itself, not by waiting for the periodic
     // re-check (proved by cause, not by < 900 ms).
@@ -577,21 +562,7 @@ async fn an_acquire_refused_with_noreplicas_moves_to_the_new_master() {
     let locker = Locker::connect(LockConfig::from_url(&setup.url()).unwrap())
         .await
         .unwrap();
-    let new_port = setup.replica.port().to_string();
-    tokio::task::block_in_place(|| {
-        setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
-        for sentinel in setup.sentinels() {
-            sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
-            sentinel.cmd(&[
-                "SENTINEL",
-                "MONITOR",
-                "mymaster",
-                "127.0.0.1",
-                &new_port,
-                "2",
-            ]);
-        }
-    });
+    tokio::task::block_in_place(|| switch_by_hand(&setup, false));
     // The old master has no replica left: it refuses writes.
     eventually(
         "the old master without a replica",
@@ -618,4 +589,26 @@ async fn an_acquire_refused_with_noreplicas_moves_to_the_new_master() {
     let guard = outcome.expect("the refused acquire is sent again to the new master");
     assert_eq!(setup.replica.int(&["EXISTS", "lock:{refused}"]), 1);
     assert!(guard.release().await.expect("release on the new master"));
+}
+
+/// Makes the replica the master by hand, without a failover, and has every
+/// sentinel monitor it instead; `demote`: the old master replicates it
+/// (else it stays a master the sentinels no longer name).
+fn switch_by_hand(setup: &SentinelSetup, demote: bool) {
+    let new_port = setup.replica.port().to_string();
+    setup.replica.cmd(&["REPLICAOF", "NO", "ONE"]);
+    if demote {
+        setup.master.cmd(&["REPLICAOF", "127.0.0.1", &new_port]);
+    }
+    for sentinel in setup.sentinels() {
+        sentinel.cmd(&["SENTINEL", "REMOVE", "mymaster"]);
+        sentinel.cmd(&[
+            "SENTINEL",
+            "MONITOR",
+            "mymaster",
+            "127.0.0.1",
+            &new_port,
+            "2",
+        ]);
+    }
 }
