@@ -94,6 +94,11 @@ pub(crate) struct Attempt {
     /// The wait for a release the attempt moves to the library's runtime
     /// with (see [`Attempt::run`]).
     parked: Option<Parked>,
+    /// When the attempt tries again if no release message wakes it first:
+    /// kept across wake-ups by messages whose try still found the lock
+    /// busy, so that it also tries at moments of its own (a message may
+    /// always come too late for it to win, see [`crate::handover`]).
+    timer_due: Option<Instant>,
     /// Once moved: set when the caller lets go of the acquisition.
     let_go: Option<LetGo>,
 }
@@ -150,6 +155,7 @@ impl Attempt {
             backoff: Backoff::new(config.backoff_min, config.backoff_max),
             held_back: None,
             parked: None,
+            timer_due: None,
             let_go: None,
             core: core.clone(),
         }
@@ -343,7 +349,17 @@ impl Attempt {
                 _ => self.backoff.next_pause(),
             }
             .min(left);
-            self.parked = Some(Parked { pause, sightings });
+            let now = clock.now();
+            let due = now + pause;
+            let due = match self.timer_due {
+                Some(earlier) if earlier > now => earlier.min(due),
+                _ => due,
+            };
+            self.timer_due = Some(due);
+            self.parked = Some(Parked {
+                pause: due.saturating_duration_since(now),
+                sightings,
+            });
             if may_move {
                 return Ok(Step::Move);
             }
@@ -380,6 +396,7 @@ impl Attempt {
                     }
                     () = &mut timer => {
                         Counters::bump(&counters.timer_wakeups);
+                        self.timer_due = None;
                         break;
                     }
                 }
@@ -387,6 +404,7 @@ impl Attempt {
             None => {
                 timer.await;
                 Counters::bump(&counters.timer_wakeups);
+                self.timer_due = None;
             }
         }
         drop(asleep);
@@ -413,7 +431,7 @@ impl Attempt {
                 replicas: self.plan.replicas,
                 flight: &self.flight,
                 plain_first,
-                waits: !self.plan.wait.is_zero(),
+                line: self.turn.is_some().then_some(self.core.line),
             };
             let answer = exclusive::acquire(&self.core.backend, &acquisition).await;
             self.down_majority = None;
@@ -512,19 +530,31 @@ impl Attempt {
         Some(self.grant(won, started, true, true))
     }
 
-    /// Holds back (within the wait) for the waiter outside this locker
-    /// that the last holder yielded the lock to; true when a release was
-    /// heard meanwhile: that waiter took the lock and let go already.
+    /// Holds back (within the wait) while the lock the last holder let go
+    /// of is kept for the callers outside this locker (see
+    /// [`crate::handover`]): until its grace ends, or one of them released
+    /// it (true: it took the lock and let go already). The release that
+    /// let it go is never news to this locker's listener; any message
+    /// heard since the line's last try is one of theirs.
     async fn hold_back(&mut self, started: Instant) -> bool {
         let grace = self.turn.as_ref().map_or(Duration::ZERO, Turn::yield_grace);
         let left = self.plan.wait.saturating_sub(self.since(started));
-        // The yielding release's own message is not the waiter's.
-        if let Some(subscription) = self.subscription() {
-            subscription.mark_seen();
+        let timer = tokio::time::sleep(grace.min(left));
+        tokio::pin!(timer);
+        let Some(subscription) = self.subscription() else {
+            timer.await;
+            return false;
+        };
+        loop {
+            tokio::select! {
+                () = subscription.released() => {
+                    if subscription.take_news(None) {
+                        return true;
+                    }
+                }
+                () = &mut timer => return subscription.take_news(None),
+            }
         }
-        tokio::time::sleep(grace.min(left)).await;
-        self.subscription()
-            .is_some_and(|subscription| subscription.take_news(None))
     }
 
     /// Has the line subscribed to the lock's release channel unless it

@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::config::LockConfig;
 use crate::host::Host;
 use crate::stats::Counters;
+use crate::token::LineId;
 use crate::wait::{ReleaseListener, Turns};
 use crate::watchdog::Watching;
 
@@ -27,6 +28,9 @@ pub(crate) struct Core {
     /// Who this locker is to whoever inspects its locks (the public part of
     /// every owner token it makes).
     pub(crate) holder: String,
+    /// Who this locker's lines of tasks are to the lock scripts (see
+    /// [`crate::handover`]).
+    pub(crate) line: LineId,
     next_lease_id: AtomicU64,
 }
 
@@ -46,9 +50,11 @@ impl Core {
         watchdog: Watching,
         releases: ReleaseListener,
         counters: std::sync::Arc<Counters>,
+        line: LineId,
     ) -> Self {
         Self {
             holder: config.holder(),
+            line,
             config,
             backend,
             host,

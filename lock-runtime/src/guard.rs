@@ -244,20 +244,39 @@ async fn let_go(
             }
         }
     }
-    if let Some(turn) = turn.as_mut() {
-        turn.released();
+    // After its share while others wait, the line lets the lock go for
+    // them (see `crate::handover`).
+    let grace = turn.as_mut().and_then(Turn::yields);
+    if let (Some(grace), Backend::Node(node)) = (grace, &core.backend) {
+        let (route, keys, token) = (lease.route, &lease.keys, &lease.token);
+        return release(core, lease, sent_before, || {
+            exclusive::yield_to_others(node, route, keys, token, core.line, grace)
+        })
+        .await;
     }
-    release(core, lease, sent_before).await
+    release(core, lease, sent_before, || {
+        exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
+    })
+    .await
 }
 
-/// Deletes `lease`'s lock if it is still ours; counts a deletion, or a lock
-/// found gone as lost unless an earlier call may have deleted it
-/// (`sent_before`, or this call's own first try whose connection broke).
-async fn release(core: &Core, lease: &Lease, sent_before: bool) -> Result<bool, LockError> {
+/// Lets go of `lease`'s lock by `call` (a delete, or a yield to others)
+/// if it is still ours; counts it released, or a lock found gone as lost
+/// unless an earlier call may have let go of it (`sent_before`, or this
+/// call's own first try whose connection broke).
+async fn release<Fut>(
+    core: &Core,
+    lease: &Lease,
+    sent_before: bool,
+    mut call: impl FnMut() -> Fut,
+) -> Result<bool, LockError>
+where
+    Fut: std::future::Future<Output = Result<bool, LockError>>,
+{
     let mut calls = 0;
     let deleted = retried_once("release", || {
         calls += 1;
-        exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
+        call()
     })
     .await?;
     // A lock already reported lost (its hold cap, or a lease that ran out

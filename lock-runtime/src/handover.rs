@@ -40,24 +40,35 @@
 //! hold: a lock that did not reach the new server is not passed on.
 //!
 //! # Fair to the other processes
-//! While nobody outside the locker waits, a lock is passed as long as the
-//! line has someone. Once someone else marked it (a busy try, see the
-//! scripts' docs), the line passes it at most [`PASSES_WHILE_OTHERS_WAIT`]
-//! times in a row and then releases it, announcing the release. The next
-//! in line then holds back for a moment instead of racing the waiter it was
-//! released for: [`YIELD_GRACE_MIN`] at first, the time a woken waiter on
-//! the same network needs to take the lock. A waiter farther away needs
-//! longer (its release message, then its try, each cross the distance):
-//! when the line's next try still finds the lock free and no release of
-//! the waiter's was heard meanwhile, the line holds back twice as long the
-//! next time, up to [`YIELD_GRACE_MAX`]; a hold-back the waiter used
-//! shortens it by a quarter. The line learns of the mark from a pass through the
-//! server, at least every [`PASSES_IN_PROCESS_IN_A_ROW`] + 1 passes, and
-//! by then it has had its share; so a waiter in another process waits for
-//! about that many holds of this process, not for the whole line. Batches
-//! of a few grants per process are what make the sale fast (handoffs
-//! inside a process cost next to nothing, and between processes the usual
-//! release and wake-up).
+//! While nobody outside the locker wants the lock, it is passed as long as
+//! the line has someone. Once someone else marked it (a busy try, whether
+//! it waits or tries once; see the scripts' docs), the line passes it at
+//! most [`PASSES_WHILE_OTHERS_WAIT`] times in a row and then lets it go
+//! for them: the key keeps, for a grace, a mark that this locker's tasks
+//! treat as busy and anyone else as free (the
+//! [`YIELD`](crate::primitive::exclusive::scripts::YIELD) script), and the
+//! release is announced. Whoever outside takes it holds it marked, so its
+//! release wakes the line at once; if nobody takes it, it ends with the
+//! grace and the line takes the lock again. The next in line holds back
+//! that long meanwhile (nothing it could try would succeed), and learns
+//! from the outcome: a grace nobody used is twice as long the next time,
+//! up to [`YIELD_GRACE_MAX`], since the one it was for may be farther away
+//! (its release message, then its try, each cross the distance); a used
+//! one shrinks by an eighth, down to [`YIELD_GRACE_MIN`]. A grace that is
+//! used costs the line nothing beyond the other's hold: the line wakes at
+//! its release, whenever that comes. Whoever tries at a moment of its own
+//! (a caller that tries once every so often, a waiter's timer) finds the
+//! key free for the grace too.
+//!
+//! The line learns of the mark from a pass through the server, at least
+//! every [`PASSES_IN_PROCESS_IN_A_ROW`] + 1 passes, and by then it has had
+//! its share; so a caller in another process waits for about that many
+//! holds of this process, not for the whole line. Batches of a few grants
+//! per process are what make the sale fast (handoffs inside a process
+//! cost next to nothing, and between processes the usual release and
+//! wake-up). A caller of this locker that tries once takes no turn in the
+//! line: to it, as to a caller outside, the lock the line let go of is
+//! free.
 //!
 //! # Never held by nobody
 //! A pass that is not taken (the next in line gave up meanwhile, or wants
@@ -84,23 +95,25 @@ pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
 /// learn whether someone outside the locker waits, and for a fresh fence).
 pub(crate) const PASSES_IN_PROCESS_IN_A_ROW: u32 = PASSES_WHILE_OTHERS_WAIT;
 
-/// The first hold-back of the next in line after its line yielded the lock
-/// to waiters outside the locker: a few round trips on one network, the
-/// time a woken waiter needs to take it. If nobody outside took it, the
-/// line lost this much once.
+/// The first grace a line keeps off a lock it let go of for callers
+/// outside its locker: a few round trips on one network, the time a woken
+/// waiter needs to take it. If nobody outside took it, the line lost this
+/// much once.
 pub(crate) const YIELD_GRACE_MIN: Duration = Duration::from_millis(1);
 
-/// The longest hold-back: room for a waiter a few tens of milliseconds
-/// away (another region), and at most that lost per yield when the waiter
-/// it was for has gone.
-pub(crate) const YIELD_GRACE_MAX: Duration = Duration::from_millis(64);
+/// The longest grace: room for a waiter 100 ms away from the server
+/// (round trip; another region), whose release message and then try each
+/// cross that distance, with as much again for a stall of either
+/// machine. At most this much is lost per yield when the one it was for
+/// has gone.
+pub(crate) const YIELD_GRACE_MAX: Duration = Duration::from_millis(256);
 
-/// The next hold-back after one that lasted `grace`: shorter by a quarter
-/// when the waiter outside `used` it, else (the lock was still free when
-/// it ended, and no release was heard) twice as long.
+/// The next grace after one that lasted `grace`: shorter by an eighth
+/// when a caller outside `used` it, else (the lock was still free when it
+/// ended, and no release was heard) twice as long.
 pub(crate) fn next_yield_grace(grace: Duration, used: bool) -> Duration {
     if used {
-        grace.saturating_sub(grace / 4).max(YIELD_GRACE_MIN)
+        grace.saturating_sub(grace / 8).max(YIELD_GRACE_MIN)
     } else {
         grace.saturating_mul(2).min(YIELD_GRACE_MAX)
     }
@@ -264,12 +277,12 @@ mod tests {
         }
         assert_eq!(grace, YIELD_GRACE_MIN * 8);
         grace = next_yield_grace(grace, true);
-        assert_eq!(grace, YIELD_GRACE_MIN * 6);
+        assert_eq!(grace, YIELD_GRACE_MIN * 7);
         for _ in 0..20 {
             grace = next_yield_grace(grace, false);
         }
         assert_eq!(grace, YIELD_GRACE_MAX);
-        for _ in 0..40 {
+        for _ in 0..80 {
             grace = next_yield_grace(grace, true);
         }
         assert_eq!(grace, YIELD_GRACE_MIN);

@@ -29,8 +29,9 @@ pub struct LockInfo {
     /// part of its owner token). None when free, or when the key holds a
     /// value no locker wrote.
     pub holder: Option<String>,
-    /// Whether a waiter found the lock busy while its holder held it (and
-    /// so will be told of its release).
+    /// Whether someone else found the lock busy while its holder held it
+    /// (a waiter, who will be told of its release, or a caller that tried
+    /// once): the holder's locker lets it go after its share.
     pub contended: bool,
     /// How long the holder's lease still runs on the server, unless it is
     /// renewed or released first. None when free or without an expiry.

@@ -14,6 +14,7 @@ use crate::primitive::exclusive::{self, scripts};
 use crate::request::LockRequest;
 use crate::retry::retried_once;
 use crate::stats::{Counters, LockerStats};
+use crate::token::LineId;
 use crate::wait::{ReleaseListener, Timeouts};
 
 use crate::watchdog::{Watchdog, Watching};
@@ -72,6 +73,7 @@ impl Locker {
             Host::Background(handle) => Some(handle.clone()),
             Host::Caller => None,
         };
+        let line = LineId::random();
         let connecting = async {
             let backend = Backend::connect(&config, scripts::all()).await?;
             let counters = Arc::new(Counters::default());
@@ -94,6 +96,7 @@ impl Locker {
                     connect: config.connect_timeout,
                     response: config.response_timeout,
                 },
+                line,
             );
             Ok::<_, LockError>((backend, counters, watchdog, releases))
         };
@@ -102,7 +105,7 @@ impl Locker {
         let (backend, counters, watchdog, releases) = connecting.await?;
         Ok(Self {
             core: Arc::new(Core::new(
-                config, backend, host, watchdog, releases, counters,
+                config, backend, host, watchdog, releases, counters, line,
             )),
         })
     }

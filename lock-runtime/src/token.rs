@@ -49,6 +49,38 @@ impl OwnerToken {
     }
 }
 
+/// Who a locker's lines are, to the lock scripts: 128 random bits,
+/// written as 32 hex digits. A line that lets a lock go for the callers
+/// outside it leaves this on the key for a short grace (see the exclusive
+/// lock's `YIELD`): its own tasks keep off, anyone else may take it. It
+/// proves nothing and is no secret; it only tells one locker from another
+/// where holder labels may be shared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct LineId(u128);
+
+impl LineId {
+    /// A fresh id.
+    pub(crate) fn random() -> Self {
+        Self(u128::from_le_bytes(
+            RANDOM.with(|random| random.borrow_mut().take()),
+        ))
+    }
+
+    /// Reads the 32 hex digits [`LineId::to_string`] wrote.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        (text.len() == 32)
+            .then(|| u128::from_str_radix(text, 16).ok())
+            .flatten()
+            .map(Self)
+    }
+}
+
+impl fmt::Display for LineId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
 thread_local! {
     static RANDOM: std::cell::RefCell<RandomBytes> = std::cell::RefCell::new(RandomBytes::default());
 }
@@ -100,13 +132,20 @@ impl RandomBytes {
 pub(crate) struct StoredValue<'a> {
     /// The holder's label.
     pub(crate) holder: &'a str,
-    /// Marked by a waiter.
+    /// Marked by someone else who found it busy.
     pub(crate) contended: bool,
 }
 
-/// The mark a waiter appends to a busy lock's value, so that its release
-/// is announced (see the exclusive lock's scripts).
+/// The mark a caller that found a lock busy appends to its value: someone
+/// else wants it, so its release is announced and its holder's locker
+/// lets it go after its share (see the exclusive lock's scripts).
 pub(crate) const WAITED: &str = "~";
+
+/// The mark after a line's id on a lock that line let go of for the
+/// callers outside its locker (see the exclusive lock's `YIELD`): free to
+/// them, busy to the line, for a short grace. Never a token's last
+/// character, as no token ends with it.
+pub(crate) const KEPT: &str = "^";
 
 /// Reads a lock key's value, `<label>/<secret>`, followed by the waiters'
 /// mark once a waiter found it busy: its public parts, never the secret.

@@ -36,6 +36,7 @@ pub mod history;
 pub mod net;
 pub use lock_servers::redis_server;
 pub mod sentinel;
+pub mod starvation;
 pub mod tls;
 // Raw libc calls; `unsafe` is allowed here rather than crate-wide.
 #[allow(unsafe_code)]

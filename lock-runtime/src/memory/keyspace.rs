@@ -38,8 +38,9 @@ pub(crate) struct Keyspace {
     /// The current call's instant, and its clock.
     now: Instant,
     clock: ClockId,
-    /// Channels published on by the current call, delivered after it.
-    published: Vec<String>,
+    /// `(channel, message)` of each publish of the current call,
+    /// delivered after it.
+    published: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -75,8 +76,8 @@ impl Keyspace {
         }
     }
 
-    /// Ends a call: the channels it published on, in order.
-    pub(crate) fn finish(&mut self) -> Vec<String> {
+    /// Ends a call: what it published, `(channel, message)`, in order.
+    pub(crate) fn finish(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.published)
     }
 
@@ -193,9 +194,9 @@ impl Keyspace {
         self.last_time_us
     }
 
-    /// `PUBLISH channel ..`: delivered once the call ends.
-    pub(crate) fn publish(&mut self, channel: &str) {
-        self.published.push(channel.to_owned());
+    /// `PUBLISH channel message`: delivered once the call ends.
+    pub(crate) fn publish(&mut self, channel: &str, message: String) {
+        self.published.push((channel.to_owned(), message));
     }
 
     /// Every live key with its value and time left, for inspection.
@@ -340,8 +341,8 @@ mod tests {
     fn publishing_is_delivered_when_the_call_ends() {
         let mut keys = Keyspace::default();
         keys.begin(Instant::now(), None);
-        keys.publish("c");
-        assert_eq!(keys.finish(), ["c"]);
+        keys.publish("c", "m".to_owned());
+        assert_eq!(keys.finish(), [("c".to_owned(), "m".to_owned())]);
         assert!(keys.finish().is_empty());
     }
 }

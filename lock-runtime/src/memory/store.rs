@@ -58,8 +58,9 @@ struct Inner {
 
 /// A locker's release listener, as the store sees it.
 pub(crate) trait Listener: Send + Sync {
-    /// A release was published on `channel`; false once the locker is gone.
-    fn released(&self, channel: &str) -> bool;
+    /// A release was published on `channel` with `message`; false once
+    /// the locker is gone.
+    fn released(&self, channel: &str, message: &str) -> bool;
     /// How many of the locker's acquisitions wait for a release of lock
     /// `name` (on its channel under any prefix).
     fn waiting(&self, name: &str) -> usize;
@@ -77,7 +78,8 @@ pub struct HeldLock {
     /// (Not its fence: as on a Redis node, the fence is the clock at the
     /// grant, known to the holder only.)
     pub holder: String,
-    /// Whether a waiter found it busy while this holder held it.
+    /// Whether someone else (a waiter, or a caller that tried once) found
+    /// it busy while this holder held it.
     pub contended: bool,
     /// How long its lease still runs, on the clock of the runtime asking.
     pub remaining: Duration,
@@ -191,8 +193,8 @@ impl MemoryStore {
         drop(keyspace);
         if !published.is_empty() {
             let mut listeners = self.listeners();
-            for channel in &published {
-                listeners.retain(|listener| listener.released(channel));
+            for (channel, message) in &published {
+                listeners.retain(|listener| listener.released(channel, message));
             }
         }
         answer

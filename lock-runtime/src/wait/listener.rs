@@ -17,6 +17,7 @@ use super::sessions::{Opening, Session, SessionEnd, serve};
 use super::sightings::Release;
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
+use crate::token::LineId;
 
 /// Handle to the listener tasks; they end when every handle is dropped.
 #[derive(Clone)]
@@ -29,14 +30,15 @@ pub(crate) struct ReleaseListener {
 
 impl ReleaseListener {
     /// Starts the listener tasks on the runtime `on` (none is needed for
-    /// the in-memory store). They connect only when the first waiter
-    /// arrives.
+    /// the in-memory store), for the locker whose lines are `own`. They
+    /// connect only when the first waiter arrives.
     pub(crate) fn start(
         on: Option<&tokio::runtime::Handle>,
         feed: ReleaseFeed,
         timeouts: Timeouts,
+        own: LineId,
     ) -> Self {
-        let waiters = Waiters::default();
+        let waiters = Waiters::of(own);
         let mut commands = Vec::new();
         match feed {
             ReleaseFeed::PubSub(source) => {

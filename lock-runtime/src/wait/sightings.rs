@@ -29,6 +29,8 @@
 
 use std::sync::Arc;
 
+use crate::token::LineId;
+
 /// What one master showed an acquire round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
@@ -53,20 +55,30 @@ pub(crate) struct Sightings(Arc<[Seen]>);
 pub(crate) struct Release {
     pub(crate) master: usize,
     pub(crate) deleted_at: Option<u64>,
+    /// The line that let the lock go for the callers outside it (see the
+    /// exclusive lock's `YIELD`), when it was one: no news to that line.
+    pub(crate) yielded_by: Option<LineId>,
 }
 
 impl Release {
     /// A message from `master` whose payload is `payload`: the time of the
     /// delete in µs since the Unix epoch, as the release scripts publish
-    /// it. Anything else (an older release script's `1`) says no time.
+    /// it, then `:` and the line when a line yielded it. Anything else (an
+    /// older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
         // 2001 in µs: below it, not a clock.
         const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
-        let deleted_at = std::str::from_utf8(payload)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .filter(|&at| at >= CLOCK_FLOOR);
-        Self { master, deleted_at }
+        let text = std::str::from_utf8(payload).unwrap_or("");
+        let (at, line) = match text.split_once(':') {
+            Some((at, line)) => (at, LineId::parse(line)),
+            None => (text, None),
+        };
+        let deleted_at = at.parse().ok().filter(|&at| at >= CLOCK_FLOOR);
+        Self {
+            master,
+            deleted_at,
+            yielded_by: line,
+        }
     }
 }
 
@@ -92,7 +104,11 @@ mod tests {
     use super::*;
 
     fn release(master: usize, deleted_at: Option<u64>) -> Release {
-        Release { master, deleted_at }
+        Release {
+            master,
+            deleted_at,
+            yielded_by: None,
+        }
     }
 
     #[test]
@@ -128,5 +144,16 @@ mod tests {
         assert_eq!(Release::from_payload(0, b"1"), release(0, None));
         assert_eq!(Release::from_payload(0, b"x"), release(0, None));
         assert_eq!(Release::from_payload(0, b""), release(0, None));
+    }
+
+    #[test]
+    fn a_yield_names_its_line() {
+        let line = LineId::random();
+        let payload = format!("1732500000123456:{line}");
+        let yielded = Release::from_payload(0, payload.as_bytes());
+        assert_eq!(yielded.deleted_at, Some(1_732_500_000_123_456));
+        assert_eq!(yielded.yielded_by, Some(line));
+        let odd = Release::from_payload(0, b"1732500000123456:nonsense");
+        assert_eq!(odd, release(0, Some(1_732_500_000_123_456)));
     }
 }

@@ -135,13 +135,16 @@ impl Turn {
         self.listening.passes_in_process < PASSES_IN_PROCESS_IN_A_ROW
     }
 
-    /// The holder released the lock rather than passing it: when that was
-    /// because the line had its share while others wait, the next in line
-    /// will let them take it first (see [`Self::take_yield`]).
-    pub(crate) fn released(&mut self) {
+    /// The holder lets go of the lock rather than passing it: when that is
+    /// because the line had its share while others wait, it lets it go for
+    /// them, and this answers for how long the line keeps off it (see
+    /// [`crate::handover`]); the next in line then holds back as long
+    /// (see [`Self::take_yield`]).
+    pub(crate) fn yields(&mut self) -> Option<Duration> {
         self.listening.yielded = self.members() > 1
             && self.listening.marked
             && self.listening.passes >= PASSES_WHILE_OTHERS_WAIT;
+        self.listening.yielded.then(|| self.yield_grace())
     }
 
     /// Whether the last holder yielded the lock to waiters outside the

@@ -16,12 +16,16 @@ use futures_util::FutureExt;
 use tokio::sync::Notify;
 
 use super::sightings::{Release, Sightings};
+use crate::token::LineId;
 
 /// Every channel someone in this process waits on, with its waiters in
 /// arrival order.
 #[derive(Clone, Default)]
 pub(crate) struct Waiters {
     channels: Arc<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>,
+    /// The locker's line id: a lock it let go of for the callers outside
+    /// it is no news to its own waiters (they keep off it meanwhile).
+    own: LineId,
 }
 
 /// One waiting acquisition.
@@ -80,6 +84,14 @@ pub(crate) struct Subscription {
 }
 
 impl Waiters {
+    /// No waiters yet, of the locker whose lines are `own`.
+    pub(crate) fn of(own: LineId) -> Self {
+        Self {
+            channels: Arc::default(),
+            own,
+        }
+    }
+
     /// Joins the line of `channel`. `on_empty` runs when the channel's
     /// last waiter leaves (to unsubscribe).
     pub(crate) fn join(
@@ -115,8 +127,12 @@ impl Waiters {
         self.lock().keys().cloned().collect()
     }
 
-    /// A release on `channel`: wake the longest waiter.
+    /// A release on `channel`: wake the longest waiter, unless this
+    /// locker's own line let the lock go for others.
     pub(crate) fn wake_one(&self, channel: &str, release: Release) {
+        if release.yielded_by == Some(self.own) {
+            return;
+        }
         if let Some(first) = self.lock().get(channel).and_then(VecDeque::front) {
             first.wake(Some(release));
         }
@@ -125,7 +141,7 @@ impl Waiters {
     /// A handle that does not keep the waiters alive (for the in-memory
     /// store, which outlives its lockers).
     pub(crate) fn downgrade(&self) -> WeakWaiters {
-        WeakWaiters(Arc::downgrade(&self.channels))
+        WeakWaiters(Arc::downgrade(&self.channels), self.own)
     }
 
     /// Releases may have gone unheard: wake everyone.
@@ -142,18 +158,18 @@ impl Waiters {
 }
 
 /// [`Waiters`] that may be gone.
-pub(crate) struct WeakWaiters(Weak<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>);
+pub(crate) struct WeakWaiters(Weak<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>, LineId);
 
 impl crate::memory::Listener for WeakWaiters {
-    fn released(&self, channel: &str) -> bool {
+    fn released(&self, channel: &str, message: &str) -> bool {
         match self.0.upgrade() {
             Some(channels) => {
-                // The store's own message: one source, news to anyone.
-                let release = Release {
-                    master: 0,
-                    deleted_at: None,
+                let release = Release::from_payload(0, message.as_bytes());
+                let waiters = Waiters {
+                    channels,
+                    own: self.1,
                 };
-                Waiters { channels }.wake_one(channel, release);
+                waiters.wake_one(channel, release);
                 true
             }
             None => false,
@@ -162,7 +178,10 @@ impl crate::memory::Listener for WeakWaiters {
 
     fn waiting(&self, name: &str) -> usize {
         self.0.upgrade().map_or(0, |channels| {
-            let waiters = Waiters { channels };
+            let waiters = Waiters {
+                channels,
+                own: self.1,
+            };
             waiters
                 .lock()
                 .iter()
@@ -244,7 +263,11 @@ mod tests {
     }
 
     fn from(master: usize, deleted_at: Option<u64>) -> Release {
-        Release { master, deleted_at }
+        Release {
+            master,
+            deleted_at,
+            yielded_by: None,
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::config::ReplicaAck;
 use crate::error::LockError;
 use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
-use crate::token::OwnerToken;
+use crate::token::{LineId, OwnerToken};
 
 /// One try at taking a lock.
 pub(crate) struct Acquisition<'a> {
@@ -47,15 +47,21 @@ pub(crate) struct Acquisition<'a> {
     /// Try the plain commands of [`plain`] first: the acquisition has not
     /// met a busy lock (where the script's answer is needed anyway).
     pub(crate) plain_first: bool,
-    /// The acquisition waits when the lock is busy: a busy answer marks
-    /// the lock so that its release is announced (a single try does not).
-    pub(crate) waits: bool,
+    /// The line the try is made for, when it takes turns with its
+    /// locker's other tasks: a lock that line let go of for others is
+    /// busy to it (see [`scripts::YIELD`]).
+    pub(crate) line: Option<LineId>,
 }
 
-impl Acquisition<'_> {
-    /// The acquire scripts' mark argument (see [`scripts::ACQUIRE`]).
-    fn mark_arg(&self) -> &'static str {
-        if self.waits { "1" } else { "0" }
+/// A line as the acquire script reads it: its id, or empty for none.
+struct LineArg(Option<LineId>);
+
+impl std::fmt::Display for LineArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(line) => line.fmt(f),
+            None => Ok(()),
+        }
     }
 }
 
@@ -82,7 +88,7 @@ pub(crate) async fn acquire(
         call.key(attempt.keys.lock())
             .arg(attempt.token.as_str())
             .arg(attempt.ttl_ms())
-            .arg(attempt.mark_arg());
+            .arg(LineArg(attempt.line));
         call
     };
     let Some(ack) = attempt.replicas else {
@@ -159,6 +165,28 @@ async fn release_on_node(
     Ok(deleted == 1)
 }
 
+/// Lets go of the lock for the callers outside its holder's locker: the
+/// key stays busy to the holder's own `line` for `grace`, free to anyone
+/// else (see [`scripts::YIELD`]). True when it was still ours.
+pub(crate) async fn yield_to_others(
+    node: &NodeBackend,
+    route: Route,
+    keys: &LockKeys,
+    token: &OwnerToken,
+    line: LineId,
+    grace: Duration,
+) -> Result<bool, LockError> {
+    let mut call = scripts::YIELD.call();
+    call.key(keys.lock())
+        .arg(token.as_str())
+        .arg(line)
+        .arg(grace.as_millis().max(1))
+        .arg(keys.channel())
+        .arg(node.publish_command());
+    let yielded: i64 = node.run(route, &call).await?;
+    Ok(yielded == 1)
+}
+
 /// What a [`pass`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Passed {
@@ -217,7 +245,9 @@ pub(crate) async fn inspect(
     call.key(keys.lock());
     let (value, pttl): (String, i64) = node.run(route, &call).await?;
     Ok(match value.as_str() {
+        // Let go of for others, who may take it as a free lock.
         "" => LockInfo::free(keys.name()),
+        value if value.ends_with(crate::token::KEPT) => LockInfo::free(keys.name()),
         value => LockInfo::held(keys.name(), value, pttl),
     })
 }

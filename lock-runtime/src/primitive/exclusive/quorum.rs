@@ -130,7 +130,6 @@ pub(crate) async fn acquire(
         token: token.clone(),
         ttl: attempt.ttl,
         quarantine,
-        mark: attempt.mark_arg(),
         script: OnceLock::new(),
     });
     let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
@@ -236,8 +235,6 @@ struct Tries {
     token: OwnerToken,
     ttl: Duration,
     quarantine: Duration,
-    /// Whether a busy answer marks the lock (the acquisition waits).
-    mark: &'static str,
     script: OnceLock<ScriptCall>,
 }
 
@@ -251,8 +248,7 @@ impl Tries {
                 .key(self.keys.up_mark())
                 .arg(self.token.as_str())
                 .arg(self.ttl.as_millis())
-                .arg(self.quarantine.as_millis())
-                .arg(self.mark);
+                .arg(self.quarantine.as_millis());
             call
         })
     }

@@ -6,11 +6,15 @@
 //! # The lock key
 //! One key per lock, `<prefix>{<name>}`, whose value is the owner token
 //! (`<holder label>/<secret>`, see [`crate::token`]) and whose expiry is
-//! the lease. A waiter that found the lock busy appends [`WAITED`](crate::token::WAITED) to the
-//! value, and only a release of a marked value publishes a release
-//! message: an uncontended lock costs the server no `PUBLISH`, and every
-//! waiter that sleeps on the channel marked the owner it waits for (a new
-//! owner's value starts unmarked, and the waiter's next busy try marks it).
+//! the lease. A caller that found the lock busy (a waiter, or a caller
+//! that tries once) appends [`WAITED`](crate::token::WAITED) to the value,
+//! and only a release of a marked value publishes a release message: an
+//! uncontended lock costs the server no `PUBLISH`, and every waiter that
+//! sleeps on the channel marked the owner it waits for (a new owner's
+//! value starts unmarked, and the waiter's next busy try marks it). The
+//! mark also tells the owner's locker that someone outside it wants the
+//! lock, so that its line of tasks lets it go after its share (see
+//! [`crate::handover`]).
 //! Nothing else is stored: once a lock is released, or its lease has
 //! passed, nothing of it is left on the server, however many distinct
 //! locks a service takes. One key also means every script touches one key
@@ -74,24 +78,33 @@ use crate::backend::script::LuaScript;
 pub(crate) const SEEDED: i64 = 1_000_000_000_000_000;
 
 /// Takes the lock, or reports how long the current owner still holds it
-/// (and marks it: someone waits).
+/// (and marks it: someone else wants it, a waiter or a caller that tries
+/// once; the owner's locker then lets it go after its share, see
+/// [`crate::handover`]).
 ///
 /// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]`
-/// `0` from a caller that will not wait (a single try: nobody to tell, so
-/// no mark), `1` otherwise.
+/// the caller's line (its locker's id when it takes turns with that
+/// locker's other tasks, else empty).
 /// Returns `{1, fence}` when the caller owns the lock, `{0, pttl}` otherwise.
 /// A retry with the same token after a lost reply finds the lock already
 /// ours and only refreshes its lease, so it succeeds instead of reporting
 /// busy (with the clock now as its fence: see the module docs).
+///
+/// A lock another line let go of for the callers outside it (see
+/// [`YIELD`]) is free to anyone but that line: the taker's value is
+/// marked, so that its release tells the line, which waits.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     local held = redis.call('GET', KEYS[1])
+    local kept = held and string.sub(held, -1) == '^'
     if held == ARGV[1] or held == ARGV[1] .. '~' then
         redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    elseif kept and held ~= ARGV[3] .. '^' then
+        redis.call('SET', KEYS[1], ARGV[1] .. '~', 'PX', ARGV[2])
     else
-        if held and ARGV[3] ~= '0' and string.sub(held, -1) ~= '~' then
+        if held and not kept and string.sub(held, -1) ~= '~' then
             redis.call('APPEND', KEYS[1], '~')
         end
         return {0, redis.call('PTTL', KEYS[1])}
@@ -101,6 +114,39 @@ local now = redis.call('TIME')
 return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 "#,
         twins::acquire,
+    )
+});
+
+/// Lets go of a held lock for the callers outside the holder's locker
+/// (see [`crate::handover`]): the key keeps, for a short grace, a mark
+/// that only the holder's line treats as busy, and the release is
+/// announced. Anyone else takes it as a free lock ([`ACQUIRE`]); if
+/// nobody does, it ends with the grace and nothing is left.
+///
+/// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` the holder's line
+/// (its locker's id), `ARGV[3]` the grace in ms, `ARGV[4]` release
+/// channel, `ARGV[5]` the publish command (as [`RELEASE`]). The message is
+/// the server's clock in µs, then `:` and the line, so that the line's
+/// own listener knows it for its own. Returns 1 when the lock was ours
+/// (now let go of), 0 when it was gone or someone else's.
+pub(crate) static YIELD: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::with_twin(
+        r#"
+local held = redis.call('GET', KEYS[1])
+if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[2] .. '^', 'PX', ARGV[3])
+local now = redis.call('TIME')
+local at = now[1] .. string.format('%06d', now[2]) .. ':' .. ARGV[2]
+if ARGV[5] == 'PUBLISH' then
+    redis.call('PUBLISH', ARGV[4], at)
+elseif not pcall(redis.call, ARGV[5], ARGV[4], at) then
+    redis.call('PUBLISH', ARGV[4], at)
+end
+return 1
+"#,
+        twins::yield_to_others,
     )
 });
 
@@ -280,8 +326,8 @@ return renewed
 ///
 /// `KEYS[1]` lock, `KEYS[2]` the master's fence counter, `KEYS[3]` its
 /// up mark; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]` the
-/// restart quarantine in ms, `ARGV[4]` whether to mark a busy lock (as
-/// [`ACQUIRE`]'s `ARGV[3]`). Returns `{1, fence, left}` when granted, where
+/// restart quarantine in ms. A busy lock is marked, as by [`ACQUIRE`].
+/// Returns `{1, fence, left}` when granted, where
 /// `left` is the quarantine still to run in ms (0 once passed), or
 /// `{0, pttl, now}` when busy, `now` the master's clock in µs (compared
 /// with the release messages it sends later). A counter below [`SEEDED`]
@@ -307,7 +353,7 @@ pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
         r#"
 local held = redis.call('GET', KEYS[1])
 if held and held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
-    if ARGV[4] ~= '0' and string.sub(held, -1) ~= '~' then
+    if string.sub(held, -1) ~= '~' then
         redis.call('APPEND', KEYS[1], '~')
     end
     local now = redis.call('TIME')
@@ -429,10 +475,11 @@ return renewed
 
 /// Every script, for loading on a fresh master.
 pub(crate) fn all() -> &'static [&'static LuaScript] {
-    static ALL: LazyLock<[&'static LuaScript; 7]> = LazyLock::new(|| {
+    static ALL: LazyLock<[&'static LuaScript; 8]> = LazyLock::new(|| {
         [
             &*ACQUIRE,
             &*RELEASE,
+            &*YIELD,
             &*PASS,
             &*EXTEND,
             &*ACQUIRE_COUNTED,

@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::backend::words::Words;
 use crate::memory::Keyspace;
-use crate::token::WAITED;
+use crate::token::{KEPT, WAITED};
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
 fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {
@@ -34,18 +34,36 @@ fn is_mine(held: &str, token: &str) -> bool {
 pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (lock, token) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?);
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
-    let marks = a.get(2).is_none_or(|waits| waits != "0");
+    let line = a.get(2).unwrap_or("");
     if !keys.set_nx_px(lock, token.to_owned(), ttl) {
-        if keys.get(lock).is_some_and(|held| is_mine(held, token)) {
+        let held = keys.get(lock).unwrap_or("").to_owned();
+        let kept = held.ends_with(KEPT);
+        if is_mine(&held, token) {
             keys.pexpire(lock, ttl);
+        } else if kept && held.strip_suffix(KEPT) != Some(line) {
+            keys.set_px(lock, format!("{token}{WAITED}"), ttl);
         } else {
-            if marks && keys.get(lock).is_some_and(|held| !held.ends_with(WAITED)) {
+            if !held.is_empty() && !kept && !held.ends_with(WAITED) {
                 keys.append(lock, WAITED);
             }
             return Ok(Value::Array(vec![int(0), Value::Int(keys.pttl(lock))]));
         }
     }
     Ok(Value::Array(vec![int(1), int(keys.time_us())]))
+}
+
+/// [`super::scripts::YIELD`].
+pub(super) fn yield_to_others(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
+    let (lock, token, line) = (nth(k, 1, "KEYS")?, nth(a, 1, "ARGV")?, nth(a, 2, "ARGV")?);
+    let grace = number(nth(a, 3, "ARGV")?, "the grace")?;
+    let channel = nth(a, 4, "ARGV")?;
+    if !keys.get(lock).is_some_and(|held| is_mine(held, token)) {
+        return Ok(int(0));
+    }
+    keys.set_px(lock, format!("{line}{KEPT}"), grace);
+    let at = keys.time_us();
+    keys.publish(channel, format!("{at}:{line}"));
+    Ok(int(1))
 }
 
 /// [`super::scripts::RELEASE`]. `ARGV[3]`, the publish command, makes no
@@ -58,7 +76,8 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     let waited = held.ends_with(WAITED);
     keys.del(lock);
     if waited {
-        keys.publish(channel);
+        let at = keys.time_us();
+        keys.publish(channel, at.to_string());
     }
     Ok(int(1))
 }
@@ -89,7 +108,7 @@ pub(super) fn pass(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, S
 #[cfg(feature = "sabotage")]
 pub(super) fn blind_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     keys.del(nth(k, 1, "KEYS")?);
-    keys.publish(nth(a, 2, "ARGV")?);
+    keys.publish(nth(a, 2, "ARGV")?, "1".to_owned());
     Ok(int(1))
 }
 
@@ -125,7 +144,8 @@ pub(super) fn force_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result
     if !keys.del(lock) {
         return Ok(int(0));
     }
-    keys.publish(channel);
+    let at = keys.time_us();
+    keys.publish(channel, at.to_string());
     Ok(int(1))
 }
 
@@ -192,19 +212,6 @@ mod tests {
     }
 
     #[test]
-    fn a_single_try_does_not_mark_the_lock() {
-        let mut keys = Keyspace::default();
-        keys.begin(Instant::now(), None);
-        let lock = strings(&["lock:{a}"]);
-        acquire(&mut keys, &lock, &strings(&["t1", "1000"])).unwrap();
-        let busy = ints(&acquire(&mut keys, &lock, &strings(&["t2", "1000", "0"])).unwrap());
-        assert_eq!(busy, [0, 1000]);
-        assert_eq!(keys.get("lock:{a}"), Some("t1"), "nobody waits");
-        acquire(&mut keys, &lock, &strings(&["t3", "1000", "1"])).unwrap();
-        assert_eq!(keys.get("lock:{a}"), Some("t1~"), "a waiter marks it");
-    }
-
-    #[test]
     fn fences_rise_from_one_owner_to_the_next() {
         let start = Instant::now();
         let mut keys = Keyspace::default();
@@ -248,7 +255,56 @@ mod tests {
         acquire(&mut keys, &lock, &strings(&["t2", "1000"])).unwrap();
         assert_eq!(extend_as(&mut keys, "t1"), [1], "marked, still ours");
         assert_eq!(release_as(&mut keys, "t1"), [1]);
-        assert_eq!(keys.finish(), ["lock:{a}:released"]);
+        assert_eq!(channels(keys.finish()), ["lock:{a}:released"]);
+    }
+
+    /// The channels of what a call published.
+    fn channels(published: Vec<(String, String)>) -> Vec<String> {
+        published.into_iter().map(|(channel, _)| channel).collect()
+    }
+
+    #[test]
+    fn a_lock_let_go_of_for_others_is_busy_to_its_line_and_free_to_anyone_else() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        keys.begin(start, None);
+        let lock = strings(&["lock:{a}"]);
+        let line = "0123456789abcdef0123456789abcdef";
+        acquire(&mut keys, &lock, &strings(&["t1", "1000", line])).unwrap();
+        let give_way = |keys: &mut Keyspace, token: &str| {
+            let args = strings(&[token, line, "50", "lock:{a}:released", "PUBLISH"]);
+            ints(&yield_to_others(keys, &lock, &args).unwrap())
+        };
+        assert_eq!(give_way(&mut keys, "t2"), [0], "not the holder's");
+        assert!(keys.finish().is_empty());
+        assert_eq!(give_way(&mut keys, "t1"), [1]);
+        let published = keys.finish();
+        assert_eq!(published.len(), 1);
+        let (channel, message) = &published[0];
+        assert_eq!(channel, "lock:{a}:released");
+        assert!(message.ends_with(&format!(":{line}")), "{message}");
+        // The line keeps off it, and does not mark it.
+        let own = ints(&acquire(&mut keys, &lock, &strings(&["t3", "1000", line])).unwrap());
+        assert_eq!(own, [0, 50]);
+        assert_eq!(keys.get("lock:{a}"), Some(format!("{line}^").as_str()));
+        // Anyone else takes it, marked: its release will wake the line.
+        let other = ints(&acquire(&mut keys, &lock, &strings(&["u1", "1000", ""])).unwrap());
+        assert_eq!(other[0], 1);
+        assert_eq!(keys.get("lock:{a}"), Some("u1~"));
+        assert_eq!(release_as_line(&mut keys, "u1"), [1]);
+        assert_eq!(channels(keys.finish()), ["lock:{a}:released"]);
+        // Not taken, it ends with its grace and nothing is left.
+        acquire(&mut keys, &lock, &strings(&["t4", "1000", line])).unwrap();
+        assert_eq!(give_way(&mut keys, "t4"), [1]);
+        keys.begin(start + Duration::from_millis(51), None);
+        assert_eq!(keys.get("lock:{a}"), None);
+        let back = ints(&acquire(&mut keys, &lock, &strings(&["t5", "1000", line])).unwrap());
+        assert_eq!(back[0], 1, "the line takes it again");
+    }
+
+    fn release_as_line(keys: &mut Keyspace, token: &str) -> Vec<i64> {
+        let args = strings(&[token, "lock:{a}:released", "PUBLISH"]);
+        ints(&release(keys, &strings(&["lock:{a}"]), &args).unwrap())
     }
 
     #[test]
@@ -305,7 +361,7 @@ mod tests {
             ints(&force_release(&mut keys, &lock, &channel).unwrap()),
             [1]
         );
-        assert_eq!(keys.finish(), ["lock:{a}:released"]);
+        assert_eq!(channels(keys.finish()), ["lock:{a}:released"]);
         assert_eq!(
             ints(&force_release(&mut keys, &lock, &channel).unwrap()),
             [0]
