@@ -110,7 +110,8 @@ impl Host {
     /// Runs `work` without anyone awaiting it, for at most `bound` (its
     /// calls carry no bound of their own, see
     /// [`SingleBackend`](crate::backend::single::SingleBackend)): on the
-    /// library's runtime, or (caller-hosted) at once when it needs no
+    /// library's runtime (where the process's normal end waits for it,
+    /// see [`crate::at_exit`]), or (caller-hosted) at once when it needs no
     /// waiting (the in-memory store's calls never do), else on the
     /// caller's runtime. Outside any runtime, work that would have to wait
     /// is dropped; its lease then simply runs out, as it does for work cut
@@ -118,7 +119,11 @@ impl Host {
     pub(crate) fn detach(&self, bound: Duration, work: impl Future<Output = ()> + Send + 'static) {
         match self {
             Host::Background(handle) => {
-                handle.spawn(within(bound, work));
+                // The process's normal end waits for it (see `at_exit`).
+                handle.spawn(crate::at_exit::finished_before_exit(
+                    bound,
+                    within(bound, work),
+                ));
             }
             Host::Caller => {
                 let mut work = Box::pin(work);

@@ -38,6 +38,7 @@
 //! for the map of the code.
 
 mod acquire;
+mod at_exit;
 mod attribute;
 mod backend;
 mod background;

@@ -29,6 +29,11 @@
 //!     Takes the lock with a fixed lease (no renewals), prints
 //!     `acquired <fence>`, then `lost` the moment its loss signal comes
 //!     (within twice the lease), and exits.
+//! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
+//!     What `#[tokio::main]` does with a guard alive at the end of `main`:
+//!     on a runtime of that flavour, takes the lock, prints `acquired`,
+//!     drops the guard, and returns from `main` at once (with
+//!     --after-input: once a line came on stdin, or stdin closed).
 //! ```
 
 mod chaos;
@@ -42,6 +47,18 @@ use redis::aio::MultiplexedConnection;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [mode, url, key, ttl_ms, flavour, rest @ ..] = args.as_slice()
+        && mode == "drop-at-exit"
+    {
+        let after_input = rest.iter().any(|flag| flag == "--after-input");
+        return match drop_at_exit(url, key, ttl_ms, flavour, after_input) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("lock_worker: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,6 +138,39 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Takes the lock on a runtime of `flavour` and drops its guard as
+/// `main` ends (see the doc comment at the top).
+fn drop_at_exit(
+    url: &str,
+    key: &str,
+    ttl_ms: &str,
+    flavour: &str,
+    after_input: bool,
+) -> Result<(), String> {
+    let mut builder = match flavour {
+        "current-thread" => tokio::runtime::Builder::new_current_thread(),
+        "multi-thread" => tokio::runtime::Builder::new_multi_thread(),
+        other => return Err(format!("unknown runtime flavour {other}")),
+    };
+    let runtime = builder.enable_all().build().map_err(text)?;
+    let ttl = Duration::from_millis(parse(ttl_ms)?);
+    runtime.block_on(async {
+        let config = LockConfig::from_url(url).map_err(text)?;
+        let locker = Locker::connect(config).await.map_err(text)?;
+        let guard = locker.lock(key).ttl(ttl).acquire().await.map_err(text)?;
+        println!("acquired");
+        if after_input {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map_err(text)?;
+        }
+        drop(guard);
+        Ok::<(), String>(())
+    })?;
+    // The runtime ends, and so does `main`: nothing waits for the release
+    // the drop handed to the library's thread but the library itself.
+    Ok(())
 }
 
 fn parse<T: std::str::FromStr>(text: &str) -> Result<T, String> {
