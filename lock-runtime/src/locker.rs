@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::permissions::Needs;
 use crate::backend::{Backend, Route};
 use crate::background;
 use crate::config::{LockConfig, Topology};
@@ -54,10 +55,37 @@ impl std::fmt::Debug for Locker {
     }
 }
 
+/// Whether the server's user may run everything this locker's locks will
+/// (see [`crate::backend::permissions`]).
+async fn check_permissions(config: &LockConfig, backend: &Backend) -> Result<(), LockError> {
+    let keys = LockKeys::new(&config.key_prefix, "lock-runtime:acl-check")?;
+    let redlock = matches!(backend, Backend::Redlock(_));
+    let mut commands = exclusive::commands(redlock);
+    commands.extend(backend.pubsub_commands());
+    if config.replicas.is_some() {
+        commands.push("WAIT");
+    }
+    let mut on_keys = vec![keys.lock().to_owned()];
+    if redlock {
+        on_keys.extend([keys.counter().to_owned(), keys.up_mark().to_owned()]);
+    }
+    let needs = Needs {
+        commands,
+        keys: on_keys,
+        channel: keys.channel().to_owned(),
+    };
+    let server = config.topology.addresses().join(",");
+    backend
+        .check_permissions(&needs, &server, config.response_timeout)
+        .await
+}
+
 impl Locker {
     /// Validates `config` and opens its connections.
     ///
-    /// Fails with [`LockError::Config`] for a bad setting and
+    /// Fails with [`LockError::Config`] for a bad setting, or when the
+    /// server's user may not run a command the locks need (the error
+    /// names it; see the README's "Least privilege"), and
     /// [`LockError::Redis`] when the server cannot be reached within the
     /// connect timeout. Works from any async context: the connections and
     /// the background tasks live on the library's own runtime (for the
@@ -76,6 +104,7 @@ impl Locker {
         let line = LineId::random();
         let connecting = async {
             let backend = Backend::connect(&config, scripts::all()).await?;
+            check_permissions(&config, &backend).await?;
             let counters = Arc::new(Counters::default());
             let watchdog = match &background {
                 Some(on) => Watching::One(Watchdog::start(

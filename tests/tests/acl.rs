@@ -3,8 +3,6 @@
 //! Cluster; a missing permission is a `LockError` naming the command; two
 //! lockers with their own prefixes and users cannot touch each other's locks.
 
-use std::time::Duration;
-
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::fixtures::{
     CONNECT_TIMEOUT, RESPONSE_TIMEOUT, config, exists, hold_renew_and_hand_over,
@@ -113,47 +111,70 @@ async fn the_documented_acl_runs_the_whole_lock_path_through_sentinel() {
     hold_renew_and_hand_over(&holder, waiter, "stock:42").await;
 }
 
+/// Connects as `user` (with the documented password) to `server` under
+/// `prefix`: the error, which the test expects.
+async fn refused_at_connect(server: &RedisServer, user: &str, prefix: &str) -> LockError {
+    let url = url_as(user, server.port());
+    match Locker::connect(config(&url).key_prefix(prefix)).await {
+        Ok(_) => panic!("{user} connected without a permission the locks need"),
+        Err(err) => err,
+    }
+}
+
+/// A user that could take a free lock with plain commands but not give it
+/// back (no script), or that lacks a command a script or the listener
+/// needs, is refused at connect, with the command named, before it takes
+/// a lock it cannot release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_permission_names_the_refused_command() {
+async fn a_missing_permission_is_refused_at_connect_by_name() {
     let server = RedisServer::start();
-    let without_scripts = LOCK_USER.replace("+evalsha +eval", "");
-    set_user(&server, "orders", "orders:lock:", &without_scripts);
-    let locker =
-        Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"))
-            .await
-            .unwrap();
-    // A free lock is taken with plain commands; its release is a script.
-    let guard = locker
-        .lock("stock:1")
-        .wait(Duration::ZERO)
-        .acquire()
-        .await
-        .unwrap();
-    let err = guard.release().await.unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
-    assert!(
-        text.contains("no permissions to run the 'evalsha' command"),
-        "{text}"
-    );
-    // Without `TIME`, the acquire itself is refused, by name.
-    let without_time = LOCK_USER.replace("+time", "");
-    set_user(&server, "billing", "billing:lock:", &without_time);
-    let locker =
-        Locker::connect(config(&url_as("billing", server.port())).key_prefix("billing:lock:"))
-            .await
-            .unwrap();
-    let err = locker
-        .lock("stock:1")
-        .wait(Duration::ZERO)
-        .acquire()
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("no permissions to run the 'time' command"),
-        "{err}"
-    );
+    for (user, missing, named) in [
+        ("noevalsha", "+evalsha", "evalsha"),
+        ("noeval", "+eval", "eval"),
+        ("notime", "+time", "time"),
+        ("noappend", "+append", "append"),
+        ("nopexpire", "+pexpire", "pexpire"),
+        ("nosubscribe", "+subscribe", "subscribe"),
+        ("nopublish", "+publish", "publish"),
+    ] {
+        let rules = LOCK_USER.replace(&format!("{missing} "), " ");
+        assert_ne!(rules, LOCK_USER, "{missing} is in the documented ACL");
+        set_user(&server, user, "orders:lock:", &rules);
+        let err = refused_at_connect(&server, user, "orders:lock:").await;
+        let text = err.to_string();
+        assert!(matches!(err, LockError::Config(_)), "{user}: {err:?}");
+        assert!(
+            text.contains(&format!("may not run {named}"))
+                || text.contains(&format!("'{named}' command")),
+            "{user}: {text}"
+        );
+        assert!(text.contains("Least privilege"), "{user}: {text}");
+    }
+    // Nothing was taken on the way.
+    assert_eq!(lock_tests::fixtures::key_count(&server), 0);
+}
+
+/// On Redlock each master's user needs the counter's `INCR` and the
+/// quarantine's `INFO` too: a master without them is refused at connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_master_without_incr_is_refused_at_connect() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for (n, master) in masters.iter().enumerate() {
+        let extra = if n == 1 { "+info" } else { REDLOCK_EXTRA };
+        set_user(
+            master,
+            "orders",
+            "orders:lock:",
+            &format!("{LOCK_USER} {extra}"),
+        );
+    }
+    let url = lock_tests::fixtures::multi_host_url("redlock", &masters, "")
+        .replace("://", "://orders:orders-pw@");
+    let Err(err) = Locker::connect(config(&url).key_prefix("orders:lock:")).await else {
+        panic!("a master's user without +incr connected");
+    };
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    assert!(err.to_string().contains("may not run incr"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,21 +187,16 @@ async fn two_services_cannot_touch_each_others_locks() {
             .await
             .unwrap();
     let held = orders.lock("ledger").acquire().await.unwrap();
-    // Billing's user pretending to be orders (its prefix) is refused on the
-    // key itself, and the lock of orders stays as it was.
-    let intruder =
-        Locker::connect(config(&url_as("billing", server.port())).key_prefix("orders:lock:"))
-            .await
-            .unwrap();
-    let err = intruder
-        .lock("ledger")
-        .wait(Duration::ZERO)
-        .acquire()
-        .await
-        .unwrap_err();
+    // Billing's user pretending to be orders (its prefix) is refused at
+    // connect, on the keys themselves, and the lock of orders stays as it
+    // was.
+    let err = refused_at_connect(&server, "billing", "orders:lock:").await;
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
     assert!(
-        err.to_string()
-            .contains("no permissions to access one of the keys"),
+        err.to_string().contains("No permissions to access a key")
+            || err
+                .to_string()
+                .contains("no permissions to access one of the keys"),
         "{err}"
     );
     assert!(held.is_held() && exists(&server, "orders:lock:{ledger}"));

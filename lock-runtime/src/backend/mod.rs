@@ -29,6 +29,7 @@ pub(crate) mod sentinel;
 
 mod feed;
 pub(crate) mod flights;
+pub(crate) mod permissions;
 mod pool;
 pub(crate) mod tls;
 
@@ -199,6 +200,68 @@ impl Backend {
         }
     }
 
+    /// The commands that announce releases and listen for them here:
+    /// sharded pub/sub on a cluster, plain pub/sub elsewhere.
+    pub(crate) fn pubsub_commands(&self) -> [&'static str; 3] {
+        match self {
+            #[cfg(feature = "cluster")]
+            Backend::Node(NodeBackend::Cluster(_)) => ["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"],
+            _ => ["PUBLISH", "SUBSCRIBE", "UNSUBSCRIBE"],
+        }
+    }
+
+    /// Whether the server's user may run what `needs` names (see
+    /// [`permissions`]), on every node reachable now (each within
+    /// `bound`); `server` names the deployment in the error. A node that
+    /// does not answer is not judged here: its calls fail on their own.
+    pub(crate) async fn check_permissions(
+        &self,
+        needs: &permissions::Needs,
+        server: &str,
+        bound: Duration,
+    ) -> Result<(), LockError> {
+        let mut call = permissions::PROBE.call();
+        for key in &needs.keys {
+            call.key(key);
+        }
+        call.arg(&needs.channel);
+        for command in &needs.commands {
+            call.arg(command);
+        }
+        let answers: Vec<Result<Vec<String>, LockError>> = match self {
+            Backend::Node(NodeBackend::Memory(_)) => return Ok(()),
+            Backend::Node(node) => {
+                let probe = node.run::<Vec<String>>(Route::pooled(0), &call);
+                vec![bounded_answer(bound, probe).await]
+            }
+            Backend::Redlock(masters) => {
+                let call = Arc::new(call);
+                let mut round = masters.fan_out(0..masters.len(), bound, "an ACL check", None, {
+                    move |master| {
+                        let call = call.clone();
+                        async move { master.run::<Vec<String>>(Route::pooled(0), &call).await }
+                    }
+                });
+                let mut answers = Vec::new();
+                while let Some((_, answer)) = round.recv().await {
+                    answers.push(answer);
+                }
+                answers
+            }
+        };
+        for answer in answers {
+            match answer {
+                Ok(denied) if denied.is_empty() => {}
+                Ok(denied) => return Err(permissions::denied(server, &denied)),
+                Err(err) => match permissions::refused(server, err) {
+                    config @ LockError::Config(_) => return Err(config),
+                    err => tracing::debug!(error = %err, "the ACL check got no answer; not judged"),
+                },
+            }
+        }
+        Ok(())
+    }
+
     /// Tells when the locks moved to another server (a Sentinel failover),
     /// so that the watchdog renews every lease on it at once; None for
     /// topologies whose locks never move as a whole.
@@ -291,6 +354,16 @@ impl NodeBackend {
             backend => backend.run_batch(script, entries).await
         )
     }
+}
+
+/// `call`'s answer, or a timeout after `bound`.
+async fn bounded_answer<T>(
+    bound: Duration,
+    call: impl std::future::Future<Output = Result<T, LockError>>,
+) -> Result<T, LockError> {
+    tokio::time::timeout(bound, call)
+        .await
+        .unwrap_or_else(|_| Err(LockError::redis_timeout("an ACL check", bound)))
 }
 
 /// Whether a cluster answered that `err`'s call did not run because its

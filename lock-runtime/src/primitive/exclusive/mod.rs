@@ -165,6 +165,20 @@ async fn release_on_node(
     Ok(deleted == 1)
 }
 
+/// The commands the exclusive lock's calls run (the plain ones, the
+/// scripts, and the commands inside them), on one node or on Redlock
+/// masters; the topology adds its own (publishing and subscribing).
+pub(crate) fn commands(redlock: bool) -> Vec<&'static str> {
+    let mut commands = vec![
+        "EVALSHA", "EVAL", "GET", "SET", "DEL", "PEXPIRE", "PTTL", "TIME", "APPEND",
+    ];
+    if redlock {
+        // Fences count per master; the restart quarantine reads the uptime.
+        commands.extend(["INCR", "INFO"]);
+    }
+    commands
+}
+
 /// Lets go of the lock for the callers outside its holder's locker: the
 /// key stays busy to the holder's own `line` for `grace`, free to anyone
 /// else (see [`scripts::YIELD`]). True when it was still ours.
