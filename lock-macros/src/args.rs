@@ -11,8 +11,7 @@ use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 
-const VALID: &str =
-    "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `reentrant`, `max_hold`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +20,15 @@ pub(crate) enum OnLost {
     Cancel,
     /// Let the body finish; the loss is logged.
     Continue,
+}
+
+/// What the call answers when the release after its body fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnReleaseError {
+    /// The body's output; the failure is logged and counted.
+    Warn,
+    /// `LockError::ReleaseFailed`, in place of the body's output.
+    Fail,
 }
 
 /// Everything the attribute said that parsed: the key even when another
@@ -38,6 +46,7 @@ pub(crate) struct Complete {
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
+    pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
     pub(crate) max_hold: Option<DurationArg>,
     pub(crate) locker: Option<Expr>,
@@ -109,6 +118,9 @@ impl LockArgs {
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
+                "on_release_error" => string(&value, &label)
+                    .and_then(|lit| on_release_error(&lit))
+                    .map(|o| args.on_release_error = Some(o)),
                 "locker" => {
                     args.locker = Some(value);
                     Ok(())
@@ -156,6 +168,7 @@ impl LockArgs {
             wait: rest.wait,
             watchdog: rest.watchdog,
             on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
+            on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
             max_hold: rest.max_hold,
             locker: rest.locker,
@@ -171,6 +184,7 @@ struct Partial {
     wait: Option<DurationArg>,
     watchdog: Option<bool>,
     on_lost: Option<OnLost>,
+    on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
     max_hold: Option<DurationArg>,
     locker: Option<Expr>,
@@ -217,6 +231,7 @@ fn example(name: &str) -> &'static str {
         "ttl" => "`ttl = \"3s\"`",
         "wait" => "`wait = \"2s\"`",
         "on_lost" => "`on_lost = \"cancel\"`",
+        "on_release_error" => "`on_release_error = \"fail\"`",
         "max_hold" => "`max_hold = \"5m\"`",
         _ => "`crate = \"my_lock_runtime\"`",
     }
@@ -285,6 +300,19 @@ fn on_lost(lit: &LitStr) -> syn::Result<OnLost> {
             lit.span(),
             format!(
                 "`on_lost` is \"cancel\" (stop the body) or \"continue\" (finish and log), not \"{other}\""
+            ),
+        )),
+    }
+}
+
+fn on_release_error(lit: &LitStr) -> syn::Result<OnReleaseError> {
+    match lit.value().as_str() {
+        "warn" => Ok(OnReleaseError::Warn),
+        "fail" => Ok(OnReleaseError::Fail),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`on_release_error` is \"warn\" (return the body's output, log the failure) or \"fail\" (return `LockError::ReleaseFailed` instead), not \"{other}\""
             ),
         )),
     }

@@ -23,7 +23,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Expr, FnArg, Ident, ItemFn, Local, Pat, Path, Stmt, Type};
 
-use crate::args::{Complete, LockArgs, OnLost};
+use crate::args::{Complete, LockArgs, OnLost, OnReleaseError};
 use crate::errors::Errors;
 use crate::key_template::KeyTemplate;
 use crate::shape::{self, Shape};
@@ -223,6 +223,10 @@ fn locked(
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Continue => quote!(#private::OnLost::Continue),
     };
+    let on_release_error = match args.on_release_error {
+        OnReleaseError::Warn => quote!(#private::OnReleaseError::Warn),
+        OnReleaseError::Fail => quote!(#private::OnReleaseError::Fail),
+    };
     // Spanned at the return type: "`AppError: From<LockError>` is not
     // satisfied", or "must return a `Result`" for a type of the user's own,
     // then points where the user can fix it.
@@ -264,6 +268,7 @@ fn locked(
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #on_lost,
+                on_release_error: #on_release_error,
                 reentrant: #reentrant,
                 max_hold: #max_hold,
                 template: #template,

@@ -26,6 +26,8 @@ pub struct Options {
     pub watchdog: bool,
     /// `on_lost = ".."`.
     pub on_lost: OnLost,
+    /// `on_release_error = ".."`.
+    pub on_release_error: OnReleaseError,
     /// `reentrant = ..`: whether a call nested in one that holds the same
     /// key runs under that lock (`true`) or fails at once.
     pub reentrant: bool,
@@ -34,6 +36,19 @@ pub struct Options {
     /// The key template as written (`"stock:<sku>"`): the bounded name of
     /// the lock in metrics and traces.
     pub template: &'static str,
+}
+
+/// What an annotated call answers when the release after its body failed
+/// (`on_release_error = ".."`). Either way the failure is logged and
+/// counted ([`LockerStats::release_errors`](crate::LockerStats)), and the
+/// lock stays held until its lease ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnReleaseError {
+    /// The body's output (the default): what the body did took effect,
+    /// and a caller told otherwise might run it again.
+    Warn,
+    /// [`LockError::ReleaseFailed`], in place of the body's output.
+    Fail,
 }
 
 /// Acquires the lock, runs `body` while holding it, releases it.
@@ -85,7 +100,14 @@ pub async fn run_locked<F: Future>(
             Ok(false) => tracing::warn!(key, "the body finished after its lock was lost"),
             // The body's work is done; the lease simply runs out.
             Err(err) => {
-                tracing::warn!(key, error = %err, "release after the body failed; the lease will expire")
+                tracing::warn!(key, error = %err, "release after the body failed; the lease will expire");
+                // A loss the body was told of says more.
+                if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
+                    return Err(LockError::ReleaseFailed {
+                        key,
+                        source: Box::new(err),
+                    });
+                }
             }
         }
     }

@@ -105,6 +105,21 @@ pub enum LockError {
         key: String,
     },
 
+    /// The body of a `#[distributed_lock(on_release_error = "fail")]`
+    /// function ran to its end, but releasing its lock then failed (the
+    /// server did not answer in time, or refused): the lock stays held
+    /// until its lease ends, and the body's output was dropped. Whatever
+    /// the body did took effect; calling again runs it again.
+    #[error(
+        "the body under lock `{key}` ran, but releasing the lock failed ({source}); it stays held until its lease ends"
+    )]
+    ReleaseFailed {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// Why the release failed.
+        source: Box<LockError>,
+    },
+
     /// A configuration value or lock request was invalid; the message says
     /// what to change.
     #[error("invalid lock configuration: {0}")]
@@ -132,6 +147,7 @@ impl From<LockError> for std::io::Error {
             | LockError::AlreadyInitialized
             | LockError::HeldByThisTask { .. } => ErrorKind::Other,
             LockError::Redis(redis) if redis.is_timeout() => ErrorKind::TimedOut,
+            LockError::ReleaseFailed { .. } => ErrorKind::Other,
             LockError::Redis(_)
             | LockError::QuorumNotReached { .. }
             | LockError::NotReplicated { .. } => ErrorKind::NotConnected,

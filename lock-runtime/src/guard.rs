@@ -166,7 +166,9 @@ impl LockGuard {
         // Boxed for the same reason as an acquisition (see `LockRequest`).
         let releasing: BoxFuture<'_, Result<bool, LockError>> =
             Box::pin(self.core.host.enter(releasing));
-        let deleted = releasing.await?;
+        let deleted = releasing.await.inspect_err(|_| {
+            release_failed(&self.core, self.handle.lease());
+        })?;
         self.released = true;
         Ok(deleted)
     }
@@ -292,6 +294,12 @@ where
     Ok(deleted)
 }
 
+/// Counts a release of `lease`'s lock that failed.
+fn release_failed(core: &Core, lease: &Lease) {
+    Counters::bump(&core.counters.release_errors);
+    crate::telemetry::release_failed(lease.template);
+}
+
 /// Counts `lease`'s lock released (deleted or passed on), unless it was
 /// already reported lost (its hold cap, or a body that ran past its
 /// validity while the key lingered): a lock is counted once.
@@ -316,10 +324,13 @@ impl Drop for LockGuard {
                 core: core.clone(),
                 lease: lease.clone(),
                 counted: false,
+                failure_counted: false,
             };
             match let_go(&core, &lease, landing.as_ref(), &mut turn, sent_before).await {
                 Ok(_) => given_up.counted = true,
                 Err(err) => {
+                    release_failed(&core, &lease);
+                    given_up.failure_counted = true;
                     tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
                 }
             }
@@ -340,12 +351,18 @@ struct GivenUp {
     lease: Arc<Lease>,
     /// The release answered, and counted the lock itself.
     counted: bool,
+    /// The release failed, and was counted as such.
+    failure_counted: bool,
 }
 
 impl Drop for GivenUp {
     fn drop(&mut self) {
         if !self.counted {
             count_released(&self.core, &self.lease);
+        }
+        // Cut at its bound: a failure too.
+        if !self.counted && !self.failure_counted {
+            release_failed(&self.core, &self.lease);
         }
     }
 }

@@ -54,6 +54,11 @@ pub struct LockerStats {
     /// continued the same hold, with the next fence (see
     /// [`LockGuard::release`](crate::LockGuard::release)).
     pub handovers_in_process: u64,
+    /// Releases that failed (an error, or cut at their bound), whether
+    /// `release()` or a guard's drop made them: such a lock stays held
+    /// until its lease ends. A guard whose `release()` failed tries once
+    /// more when it is dropped, which may succeed.
+    pub release_errors: u64,
     /// Acquisitions asleep right now until a release message or their
     /// timer wakes them: a gauge, not a count. At most one per key and
     /// locker sleeps on the server's answer; this locker's other tasks
@@ -79,6 +84,7 @@ pub(crate) struct Counters {
     pub(crate) released: AtomicU64,
     pub(crate) handovers: AtomicU64,
     pub(crate) handovers_in_process: AtomicU64,
+    pub(crate) release_errors: AtomicU64,
     pub(crate) asleep: AtomicU64,
 }
 
@@ -105,6 +111,7 @@ impl Counters {
             released: read(&self.released),
             handovers: read(&self.handovers),
             handovers_in_process: read(&self.handovers_in_process),
+            release_errors: read(&self.release_errors),
             asleep: read(&self.asleep),
         }
     }

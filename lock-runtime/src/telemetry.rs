@@ -12,6 +12,7 @@
 //! | `lock_renewals_total` | counter | `template`, `primitive`, `outcome` | renewals: `renewed`, `refused` (gone), `unconfirmed` (retried) |
 //! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap`, `unwatched`, `gone_at_release` |
 //! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::handover`]) |
+//! | `lock_release_errors_total` | counter | `template`, `primitive` | releases that failed: the lock stays until its lease ends |
 //!
 //! Labels are bounded: `template` is the attribute's key template
 //! (`stock:<sku>`) or what [`LockRequest::template`](crate::LockRequest::template)
@@ -99,6 +100,18 @@ pub(crate) fn handed_over(template: &'static str) {
     let _ = template;
 }
 
+/// A release of a lock of `template` failed.
+pub(crate) fn release_failed(template: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "lock_release_errors_total",
+        "template" => template, "primitive" => PRIMITIVE
+    )
+    .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = template;
+}
+
 /// Describes every metric to the installed recorder (units and help
 /// text); called when a locker connects.
 pub(crate) fn describe() {
@@ -131,6 +144,10 @@ pub(crate) fn describe() {
         describe_counter!(
             "lock_handovers_total",
             "Locks passed straight to the next task of the same locker waiting for them"
+        );
+        describe_counter!(
+            "lock_release_errors_total",
+            "Releases that failed; the lock stays until its lease ends"
         );
     }
 }

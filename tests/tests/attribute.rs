@@ -417,3 +417,69 @@ async fn annotated_layers_add_to_a_future_not_multiply_it() {
     );
     layer_top(&locker, 0).await.unwrap();
 }
+
+/// Cuts the locker's path to the server as the body ends, so that the
+/// release after it cannot be answered.
+#[distributed_lock(key = "release:<name>", ttl = "5s", locker = locker)]
+async fn cut_before_release(
+    locker: &Locker,
+    name: &str,
+    proxy: &lock_tests::FaultProxy,
+) -> Result<u32, LockError> {
+    proxy.blackhole(true);
+    Ok(7)
+}
+
+/// The same, asking for the release's failure as the call's answer.
+#[distributed_lock(key = "release:<name>", ttl = "5s", locker = locker, on_release_error = "fail")]
+async fn cut_before_release_and_fail(
+    locker: &Locker,
+    name: &str,
+    proxy: &lock_tests::FaultProxy,
+) -> Result<u32, LockError> {
+    proxy.blackhole(true);
+    Ok(7)
+}
+
+/// A release that fails after the body ran is counted and logged, and the
+/// call answers the body's output; with `on_release_error = "fail"` it
+/// answers `LockError::ReleaseFailed` instead. (The guard's drop tries
+/// the release once more, in the background, which fails too while the
+/// path stays cut: two failures per call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_fails_after_the_body_is_counted_or_returned() {
+    let server = RedisServer::start();
+    let proxy = lock_tests::FaultProxy::start(server.port());
+    let locker = Locker::connect(lock_tests::fixtures::config(&proxy.url()))
+        .await
+        .unwrap();
+    let given_up = |count: u64| {
+        let locker = locker.clone();
+        async move {
+            let what = format!("{count} lock(s) given up");
+            lock_tests::fixtures::eventually(&what, Duration::from_secs(30), || {
+                locker.stats().released >= count
+            })
+            .await;
+        }
+    };
+    assert_eq!(cut_before_release(&locker, "a", &proxy).await.unwrap(), 7);
+    given_up(1).await;
+    assert_eq!(locker.stats().release_errors, 2, "{:?}", locker.stats());
+    proxy.blackhole(false);
+    let err = cut_before_release_and_fail(&locker, "b", &proxy)
+        .await
+        .unwrap_err();
+    given_up(2).await;
+    proxy.blackhole(false);
+    let LockError::ReleaseFailed { key, source } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(key, "release:b");
+    assert!(matches!(**source, LockError::Redis(_)), "{source:?}");
+    assert!(
+        err.to_string().contains("stays held until its lease ends"),
+        "{err}"
+    );
+    assert_eq!(locker.stats().release_errors, 4, "{:?}", locker.stats());
+}
