@@ -130,8 +130,8 @@ impl Attempt {
     pub(crate) fn new(core: &Arc<Core>, plan: Plan) -> Self {
         // Only Redlock leaves calls running after it answers.
         let (flight, landing) = match core.backend {
-            Backend::Redlock(_) => {
-                let (flight, landing) = in_flight();
+            Backend::Redlock(ref masters) => {
+                let (flight, landing) = in_flight(masters.len());
                 (flight, Some(landing))
             }
             Backend::Node(_) => (grounded(), None),
@@ -590,8 +590,15 @@ impl Attempt {
     /// masters (a script's second step) and land after this release, so an
     /// attempt that ends now must clean up after them (see `Drop`).
     async fn give_back(&mut self) {
-        let released =
-            exclusive::release(&self.core.backend, self.route, &self.plan.keys, &self.token);
+        // Not after the try's calls: they belong to this attempt, which
+        // stays armed for them (see below).
+        let released = exclusive::release(
+            &self.core.backend,
+            self.route,
+            &self.plan.keys,
+            &self.token,
+            None,
+        );
         if released.await.is_ok() && matches!(self.core.backend, Backend::Node(_)) {
             self.armed = false;
         }
@@ -682,10 +689,8 @@ impl Drop for Attempt {
         let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
-            if let Some(landing) = landing {
-                landing.landed().await;
-            }
-            if let Err(err) = exclusive::release(&backend, route, &keys, &token).await {
+            let released = exclusive::release(&backend, route, &keys, &token, landing.as_ref());
+            if let Err(err) = released.await {
                 tracing::debug!(key = keys.name(), error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
             }
         });

@@ -187,9 +187,6 @@ async fn let_go(
     turn: &mut Option<Turn>,
     mut sent_before: bool,
 ) -> Result<bool, LockError> {
-    if let Some(landing) = landing {
-        landing.landed().await;
-    }
     if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
         && let Backend::Node(node) = &core.backend
     {
@@ -257,7 +254,13 @@ async fn let_go(
         .await;
     }
     release(core, lease, sent_before, || {
-        exclusive::release(&core.backend, lease.route, &lease.keys, &lease.token)
+        exclusive::release(
+            &core.backend,
+            lease.route,
+            &lease.keys,
+            &lease.token,
+            landing,
+        )
     })
     .await
 }

@@ -237,7 +237,8 @@ impl Handover {
     /// background).
     pub(crate) async fn give_back(mut self) -> Option<bool> {
         let undo = self.undo.as_ref()?;
-        let released = exclusive::release(&undo.backend, self.route, &undo.keys, &self.token).await;
+        let released =
+            exclusive::release(&undo.backend, self.route, &undo.keys, &self.token, None).await;
         if released.is_ok() {
             self.undo = None;
         }
@@ -258,7 +259,7 @@ impl Drop for Handover {
         };
         let (route, token) = (self.route, self.token.clone());
         host.clone().detach(bound, async move {
-            if let Err(err) = exclusive::release(&backend, route, &keys, &token).await {
+            if let Err(err) = exclusive::release(&backend, route, &keys, &token, None).await {
                 tracing::debug!(key = keys.name(), error = %err, "release of an untaken hand-over failed; the lease will run out");
             }
         });

@@ -237,7 +237,7 @@ impl Backend {
             Backend::Redlock(masters) => {
                 let call = Arc::new(call);
                 let mut round = masters.fan_out(0..masters.len(), bound, "an ACL check", None, {
-                    move |master| {
+                    move |_, master| {
                         let call = call.clone();
                         async move { master.run::<Vec<String>>(Route::pooled(0), &call).await }
                     }

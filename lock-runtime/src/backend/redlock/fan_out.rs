@@ -7,7 +7,9 @@
 //! of their own, no channel: a round is a handful of futures). The calls
 //! always run to their end (or bound), whether or not anyone still reads
 //! their answers: a round dropped with calls still running hands them to a
-//! task of their own. A script call on a master that lost its scripts
+//! task of their own. Each call carries its operation's
+//! [`InFlight`] for its master until it ends, so that a clean-up on that
+//! master waits for it (see [`crate::backend::flights`]). A script call on a master that lost its scripts
 //! takes three round trips (`EVALSHA`, `NOSCRIPT`, `SCRIPT LOAD`,
 //! `EVALSHA`), and one cut off after the first would leave that master
 //! without the lock (or the renewal) every time it is the slowest.
@@ -29,23 +31,16 @@ use crate::error::LockError;
 pub(crate) struct Round<T: Send + 'static> {
     /// `None` once handed to a task of their own (see `Drop`).
     calls: Option<Calls<T>>,
-    /// Kept until the last call ended.
-    flight: Option<InFlight>,
     /// Where calls still running when the round is dropped go on.
     runtime: tokio::runtime::Handle,
 }
 
 impl<T: Send + 'static> Round<T> {
-    /// A round of `calls` (each with its master's index) carrying
-    /// `flight`, on the current runtime, until `deadline`.
-    fn new(
-        calls: impl IntoIterator<Item = (usize, Call<T>)>,
-        deadline: Option<Deadline>,
-        flight: Option<InFlight>,
-    ) -> Self {
+    /// A round of `calls` (each with its master's index), on the current
+    /// runtime, until `deadline`.
+    fn new(calls: impl IntoIterator<Item = (usize, Call<T>)>, deadline: Option<Deadline>) -> Self {
         Self {
             calls: Some(Calls::new(calls, deadline)),
-            flight,
             runtime: tokio::runtime::Handle::current(),
         }
     }
@@ -89,9 +84,7 @@ impl<T: Send + 'static> Drop for Round<T> {
         }
         // Every wake-up counts from now on: nobody decides anything.
         calls.decisive_from(1);
-        let flight = self.flight.take();
         self.runtime.spawn(async move {
-            let _flight = flight;
             while std::future::poll_fn(|cx| calls.poll_next(cx))
                 .await
                 .is_some()
@@ -100,19 +93,20 @@ impl<T: Send + 'static> Drop for Round<T> {
     }
 }
 
-/// Starts `call` on each master of `masters` (indices into `all`); the
-/// round yields `(index, answer)` as answers arrive and ends when every
-/// call has ended. A master never reached answers an error at once; one
-/// that does not answer within `bound` answers a timeout error. The round
-/// (or the task its leftover calls go to) keeps `flight` until the last
-/// call ended. Must be called on a tokio runtime.
+/// Starts `call` on each master of `masters` (indices into `all`; `call`
+/// is given the index too); the round yields `(index, answer)` as answers
+/// arrive and ends when every call has ended. A master never reached
+/// answers an error at once; one that does not answer within `bound`
+/// answers a timeout error. Each call (in the round, or in the task its
+/// leftover calls go to) carries `flight` for its master until it ends.
+/// Must be called on a tokio runtime.
 pub(super) fn fan_out<T, Fut>(
     all: &Arc<[Arc<Master>]>,
     masters: impl IntoIterator<Item = usize>,
     bound: Duration,
     what: &'static str,
-    flight: Option<InFlight>,
-    call: impl Fn(Arc<SingleBackend>) -> Fut,
+    flight: Option<&InFlight>,
+    call: impl Fn(usize, Arc<SingleBackend>) -> Fut,
 ) -> Round<T>
 where
     T: Send + 'static,
@@ -120,16 +114,17 @@ where
 {
     let calls = masters.into_iter().map(|index| {
         let master = all[index].clone();
-        let call = master.backend().map(&call);
+        let call = master.backend().map(|backend| call(index, backend));
         let answering: Call<T> = Box::pin(Answering {
             index,
             master,
             what,
+            _flight: flight.map(|flight| flight.on(index)),
             call,
         });
         (index, answering)
     });
-    Round::new(calls, Some(Deadline::after(bound, what, all)), flight)
+    Round::new(calls, Some(Deadline::after(bound, what, all)))
 }
 
 pin_project_lite::pin_project! {
@@ -141,6 +136,8 @@ pin_project_lite::pin_project! {
         index: usize,
         master: Arc<Master>,
         what: &'static str,
+        // Dropped with the call, when it ended (or was cut off).
+        _flight: Option<InFlight>,
         // `None`: the master was never reached.
         #[pin]
         call: Option<Fut>,
@@ -185,10 +182,19 @@ mod tests {
     use crate::backend::flights::in_flight;
     use futures_util::FutureExt;
 
-    /// A round over `calls`, carrying a fresh operation's flight.
+    /// A round over `calls`, each carrying a fresh operation's flight for
+    /// its master.
     fn round_of(calls: Vec<Call<u8>>) -> (Round<u8>, crate::backend::flights::Landing) {
-        let (flight, landing) = in_flight();
-        let round = Round::new(calls.into_iter().enumerate(), None, Some(flight));
+        let (flight, landing) = in_flight(calls.len());
+        let carried = calls.into_iter().enumerate().map(|(index, call)| {
+            let carried = flight.on(index);
+            let call: Call<u8> = Box::pin(async move {
+                let _carried = carried;
+                call.await
+            });
+            (index, call)
+        });
+        let round = Round::new(carried.collect::<Vec<_>>(), None);
         (round, landing)
     }
 

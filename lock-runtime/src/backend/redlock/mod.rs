@@ -117,23 +117,23 @@ impl RedlockBackend {
         ReleaseFeed::EachOf(self.masters.iter().map(|master| master.client()).collect())
     }
 
-    /// Starts `call` on each master of `masters`, each bounded by `bound`;
-    /// the round yields `(master, answer)` as answers arrive and ends when
-    /// every call has ended. The calls run to their end whether or not
-    /// anyone still reads their answers, carrying `flight` (when given)
-    /// until the last ends.
+    /// Starts `call` on each master of `masters` (given its index), each
+    /// bounded by `bound`; the round yields `(master, answer)` as answers
+    /// arrive and ends when every call has ended. The calls run to their
+    /// end whether or not anyone still reads their answers, each carrying
+    /// `flight` (when given) for its master until it ends.
     pub(crate) fn fan_out<T, Fut>(
         &self,
         masters: impl IntoIterator<Item = usize>,
         bound: Duration,
         what: &'static str,
         flight: Option<&InFlight>,
-        call: impl Fn(Arc<SingleBackend>) -> Fut,
+        call: impl Fn(usize, Arc<SingleBackend>) -> Fut,
     ) -> Round<T>
     where
         T: Send + 'static,
         Fut: std::future::Future<Output = Result<T, LockError>> + Send + 'static,
     {
-        fan_out::fan_out(&self.masters, masters, bound, what, flight.cloned(), call)
+        fan_out::fan_out(&self.masters, masters, bound, what, flight, call)
     }
 }

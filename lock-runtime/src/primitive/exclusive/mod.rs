@@ -24,7 +24,7 @@ use std::time::Duration;
 
 pub(crate) use reply::{AcquireReply, Renewal, Renewed};
 
-use crate::backend::flights::InFlight;
+use crate::backend::flights::{InFlight, Landing};
 use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
 use crate::config::ReplicaAck;
 use crate::error::LockError;
@@ -132,17 +132,18 @@ pub(crate) async fn acquire(
 }
 
 /// Deletes the lock if it is still ours and wakes its waiters; true when
-/// something was deleted. On Redlock, `flight` is carried by the calls on
-/// masters slower than the majority.
+/// something was deleted. On Redlock, the delete on each master comes
+/// after the acquisition's calls still running there (`landing`).
 pub(crate) async fn release(
     backend: &Backend,
     route: Route,
     keys: &LockKeys,
     token: &OwnerToken,
+    landing: Option<&Landing>,
 ) -> Result<bool, LockError> {
     match backend {
         Backend::Node(node) => release_on_node(node, route, keys, token).await,
-        Backend::Redlock(masters) => quorum::release(masters, route, keys, token).await,
+        Backend::Redlock(masters) => quorum::release(masters, route, keys, token, landing).await,
     }
 }
 

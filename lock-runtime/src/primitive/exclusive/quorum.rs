@@ -88,7 +88,7 @@ use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
 use super::{AcquireReply, Acquisition, Renewal, Renewed};
 use super::{plain, scripts};
 use crate::backend::Route;
-use crate::backend::flights::InFlight;
+use crate::backend::flights::{InFlight, Landing};
 use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
 use crate::error::LockError;
@@ -139,7 +139,7 @@ pub(crate) async fn acquire(
             bound,
             "a lock script",
             Some(attempt.flight),
-            move |master| {
+            move |_, master| {
                 let tries = tries.clone();
                 async move {
                     if let Some(pipe) = &tries.plain {
@@ -321,7 +321,7 @@ impl Raise<'_> {
             .arg(self.token.as_str())
             .arg(self.fence);
         let decisive = needed.min(pending + 1 - needed.min(pending));
-        let mut round = run_everywhere(masters, granted, self.route, call, bound, flight)
+        let mut round = run_everywhere(masters, granted, self.route, call, bound, Some(flight))
             .decisive_from(decisive);
         let mut confirmed = 0;
         while let Some((_, answer)) = round.recv().await {
@@ -343,10 +343,10 @@ fn run_everywhere<T: redis::FromRedisValue + Send + 'static>(
     route: Route,
     call: ScriptCall,
     bound: Duration,
-    flight: &InFlight,
+    flight: Option<&InFlight>,
 ) -> Round<T> {
     let call = Arc::new(call);
-    masters.fan_out(on, bound, "a lock script", Some(flight), move |master| {
+    masters.fan_out(on, bound, "a lock script", flight, move |_, master| {
         let call = call.clone();
         async move { master.run(route, &call).await }
     })
@@ -362,16 +362,9 @@ async fn clean_up(
     on: impl IntoIterator<Item = usize>,
     bound: Duration,
 ) {
-    let (flight, _landing) = crate::backend::flights::in_flight();
-    let mut round = run_everywhere::<i64>(
-        masters,
-        on,
-        route,
-        release_call(keys, token),
-        bound,
-        &flight,
-    )
-    .decisive_from(usize::MAX);
+    let mut round =
+        run_everywhere::<i64>(masters, on, route, release_call(keys, token), bound, None)
+            .decisive_from(usize::MAX);
     while round.recv().await.is_some() {}
 }
 
@@ -385,34 +378,57 @@ fn release_call(keys: &LockKeys, token: &OwnerToken) -> ScriptCall {
 }
 
 /// Deletes the lock on every master where it is ours; true when any master
-/// that answered deleted it. Returns once a majority answered (the calls
-/// on slower masters go on in the background), so a frozen master does not
-/// hold up the caller. Fails when fewer than a majority answered and none
-/// of them deleted it: a majority may still hold it.
+/// that answered deleted it. On each master it waits first for the calls
+/// the acquisition left running there (`landing`), so that the delete
+/// comes after them, and only there: a master frozen mid-acquisition
+/// delays its own delete, not the others'. Returns once a majority
+/// answered (the calls on slower masters go on in the background, each
+/// in its order), so a frozen master does not hold up the caller. Fails
+/// when fewer than a majority answered and none of them deleted it: a
+/// majority may still hold it.
 pub(crate) async fn release(
     masters: &RedlockBackend,
     route: Route,
     keys: &LockKeys,
     token: &OwnerToken,
+    landing: Option<&Landing>,
 ) -> Result<bool, LockError> {
-    delete_everywhere(masters, route, release_call(keys, token)).await
+    delete_everywhere(masters, route, release_call(keys, token), landing).await
 }
 
-/// Runs a deleting `call` (answering 1 when it deleted) on every master;
-/// true when any master that answered deleted. Returns once a majority
-/// answered; fails when fewer did and none of them deleted (the masters
-/// that did not answer may hold the lock: "not there" would be a guess).
+/// Runs a deleting `call` (answering 1 when it deleted) on every master,
+/// each after `landing` landed there; true when any master that answered
+/// deleted. Returns once a majority answered; fails when fewer did and
+/// none of them deleted (the masters that did not answer may hold the
+/// lock: "not there" would be a guess).
 async fn delete_everywhere(
     masters: &RedlockBackend,
     route: Route,
     call: ScriptCall,
+    landing: Option<&Landing>,
 ) -> Result<bool, LockError> {
     let total = masters.len();
     let needed = quorum(total);
-    let (flight, _landing) = crate::backend::flights::in_flight();
     let bound = masters.vote_bound(Duration::MAX);
-    let mut round =
-        run_everywhere::<i64>(masters, 0..total, route, call, bound, &flight).decisive_from(needed);
+    let call = Arc::new(call);
+    let landing = landing.cloned();
+    let mut round = masters
+        .fan_out(
+            0..total,
+            bound,
+            "a lock script",
+            None,
+            move |index, master| {
+                let (call, landing) = (call.clone(), landing.clone());
+                async move {
+                    if let Some(landing) = landing {
+                        landing.landed_on(index).await;
+                    }
+                    master.run::<i64>(route, &call).await
+                }
+            },
+        )
+        .decisive_from(needed);
     let (mut answered, mut deleted, mut first_error) = (0, false, None);
     while let Some((_, answer)) = round.recv().await {
         match answer {
@@ -447,11 +463,10 @@ pub(crate) async fn inspect(
     keys: &LockKeys,
 ) -> Result<LockInfo, LockError> {
     let total = masters.len();
-    let (flight, _landing) = crate::backend::flights::in_flight();
     let bound = masters.vote_bound(Duration::MAX);
     let mut call = scripts::INSPECT.call();
     call.key(keys.lock());
-    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, &flight)
+    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, None)
         .decisive_from(usize::MAX);
     let (mut values, mut first_error) = (Vec::new(), None);
     while let Some((_, answer)) = round.recv().await {
@@ -527,7 +542,7 @@ pub(crate) async fn force_release(
 ) -> Result<bool, LockError> {
     let mut call = scripts::FORCE_RELEASE.call();
     call.key(keys.lock()).arg(keys.channel()).arg("PUBLISH");
-    delete_everywhere(masters, route, call).await
+    delete_everywhere(masters, route, call, None).await
 }
 
 /// Renews a batch on every master at once, each on its watchdog
@@ -562,7 +577,7 @@ pub(crate) async fn renew(
     let call = Arc::new(call);
     let leases = batch.len();
     let mut round = masters
-        .fan_out(0..total, bound, "extend", None, |master| {
+        .fan_out(0..total, bound, "extend", None, |_, master| {
             let call = call.clone();
             async move {
                 let answer = master.run_renewal(&call).await?;
