@@ -7,13 +7,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::handle::LockHandle;
+use crate::engine::lost::{self, OnLost};
+use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::handle::LockHandle;
 use crate::host::Host;
 use crate::locker::Locker;
-use crate::lost::{self, OnLost};
-use crate::reentrancy::{Frame, Nested, held_by_this_task, holding};
+use crate::primitive::exclusive::guard::LockGuard;
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -117,7 +117,7 @@ pub async fn run_locked<F: Future>(
 /// The guard of a holding call, until its body ended and the call releases
 /// it. Dropped with the call (cancelled by its caller), it lets go of the
 /// lock as the body's end does: only once no nested call moved out of the
-/// body is mid-step (see [`crate::reentrancy`]). Such a step is waited for
+/// body is mid-step (see [`crate::engine::reentrancy`]). Such a step is waited for
 /// in the background, while the watchdog keeps the lease; the guard's own
 /// drop then releases the lock.
 struct Held {
@@ -164,7 +164,7 @@ fn lost(handle: &LockHandle, key: String) -> LockError {
 }
 
 /// A call nested in one that holds its key: no acquisition, one nested call
-/// at a time per holder (see [`crate::reentrancy`]). The holder's lease
+/// at a time per holder (see [`crate::engine::reentrancy`]). The holder's lease
 /// governs, so the nested call's `ttl`, `watchdog` and `max_hold` do not
 /// apply; its `wait` bounds its wait for its turn, and its `on_lost` is its
 /// own. It never outlives the holder's body: if that ends first (the
@@ -220,7 +220,7 @@ async fn run_nested<F: Future>(
         body,
     );
     // Each poll counted, so that the holder lets go only after a step
-    // running when its body ended (see `crate::reentrancy`).
+    // running when its body ended (see `crate::engine::reentrancy`).
     nested
         .step(async {
             tokio::select! {

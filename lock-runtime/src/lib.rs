@@ -37,41 +37,20 @@
 //! `<prefix>up-for` (the restart quarantine's mark). See `ARCHITECTURE.md`
 //! for the map of the code.
 
-mod acquire;
-mod at_exit;
 mod attribute;
 mod backend;
-mod background;
-mod clock;
 mod config;
-mod core;
+mod engine;
 mod error;
-mod forks;
-mod global;
-mod guard;
-mod handle;
-mod handover;
-mod hash_tag;
 mod host;
-mod inspect;
 mod keys;
-mod lease;
 mod locker;
-mod locker_source;
-mod lost;
 pub mod memory;
+mod metrics;
+mod owner;
 mod primitive;
-mod reentrancy;
-mod request;
-mod retry;
 #[cfg(feature = "sabotage")]
 mod sabotage;
-mod stats;
-mod telemetry;
-mod token;
-mod validity;
-mod wait;
-mod watchdog;
 
 /// What `#[distributed_lock]` expands to: the generated code's one door
 /// into this crate, not a public API.
@@ -80,17 +59,17 @@ mod watchdog;
 pub mod __private;
 
 pub use config::LockConfig;
+pub use engine::handle::LockHandle;
+pub use engine::reentrancy::current;
+pub use engine::stats::LockerStats;
 pub use error::LockError;
-pub use global::{global, init, init_with};
-pub use guard::LockGuard;
-pub use handle::LockHandle;
-pub use inspect::LockInfo;
 pub use lock_macros::distributed_lock;
 pub use locker::Locker;
-pub use locker_source::LockerSource;
-pub use reentrancy::current;
-pub use request::LockRequest;
-pub use stats::LockerStats;
+pub use locker::global::{global, init, init_with};
+pub use locker::source::LockerSource;
+pub use primitive::exclusive::guard::LockGuard;
+pub use primitive::exclusive::inspect::LockInfo;
+pub use primitive::exclusive::request::LockRequest;
 
 /// Compiles every Rust block of the README, so the front door never lies.
 #[doc = include_str!("../../README.md")]

@@ -2,15 +2,15 @@
 //! into this crate. Not a public API: it may change in any release.
 
 pub use crate::attribute::{OnReleaseError, Options, run_locked};
-pub use crate::lost::OnLost;
+pub use crate::engine::lost::OnLost;
 
 use crate::error::LockError;
 use crate::locker::Locker;
-use crate::locker_source::LockerSource;
+use crate::locker::source::LockerSource;
 
 /// The global locker, for an attribute without `locker = ..`.
 pub fn global_locker() -> Result<Locker, LockError> {
-    crate::global().cloned()
+    crate::locker::global::global().cloned()
 }
 
 /// The locker named by `locker = ..`.

@@ -544,7 +544,7 @@ impl LockConfig {
     pub(crate) fn holder(&self) -> String {
         self.holder_label
             .clone()
-            .unwrap_or_else(crate::token::default_label)
+            .unwrap_or_else(crate::owner::default_label)
     }
 
     /// Redlock's restart quarantine in force.

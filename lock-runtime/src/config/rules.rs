@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::error::LockError;
 
 /// Shortest lease accepted: one the watchdog can keep. After the drift
-/// allowance and the reaction margin (see [`crate::validity`]) a 10 ms lease
+/// allowance and the reaction margin (see [`crate::engine::validity`]) a 10 ms lease
 /// is trusted for 4.9 to 7.4 ms, and its renewal, due after 2.5 to 3.3 ms
 /// on a timer of millisecond grain, lands within that. A 3 ms lease, the
 /// shortest with any time left, is trusted for under a millisecond: no
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn the_shortest_lease_can_be_renewed_in_time() {
-        use crate::validity::{renewal_interval, trusted_for};
+        use crate::engine::validity::{renewal_interval, trusted_for};
         // Its renewal, due on a timer of millisecond grain, is sent while
         // it is trusted, with a millisecond left for the answer.
         let timer_grain = Duration::from_millis(1);

@@ -133,8 +133,8 @@ impl MemoryStore {
         drop(keyspace);
         live.into_iter()
             .filter_map(|(key, value, remaining)| {
-                let name = crate::hash_tag::name_of(&key)?;
-                let stored = crate::token::stored_value(&value)?;
+                let name = crate::keys::hash_tag::name_of(&key)?;
+                let stored = crate::owner::stored_value(&value)?;
                 Some(HeldLock {
                     name,
                     holder: stored.holder.to_owned(),
@@ -160,7 +160,7 @@ impl MemoryStore {
             .live()
             .into_iter()
             .map(|(key, _, _)| key)
-            .filter(|key| crate::hash_tag::name_of(key).as_deref() == Some(name))
+            .filter(|key| crate::keys::hash_tag::name_of(key).as_deref() == Some(name))
             .collect();
         keys.iter().filter(|key| keyspace.del(key)).count()
     }

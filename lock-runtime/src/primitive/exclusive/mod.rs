@@ -13,9 +13,13 @@
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
 
+pub(crate) mod guard;
+pub(crate) mod handover;
+pub(crate) mod inspect;
 mod plain;
 pub(crate) mod quorum;
 pub(crate) mod reply;
+pub(crate) mod request;
 pub(crate) mod scripts;
 mod twins;
 mod votes;
@@ -28,9 +32,9 @@ use crate::backend::flights::{InFlight, Landing};
 use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
 use crate::config::ReplicaAck;
 use crate::error::LockError;
-use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
-use crate::token::{LineId, OwnerToken};
+use crate::owner::{LineId, OwnerToken};
+use crate::primitive::exclusive::inspect::LockInfo;
 
 /// One try at taking a lock.
 pub(crate) struct Acquisition<'a> {
@@ -262,7 +266,7 @@ pub(crate) async fn inspect(
     Ok(match value.as_str() {
         // Let go of for others, who may take it as a free lock.
         "" => LockInfo::free(keys.name()),
-        value if value.ends_with(crate::token::KEPT) => LockInfo::free(keys.name()),
+        value if value.ends_with(crate::owner::KEPT) => LockInfo::free(keys.name()),
         value => LockInfo::held(keys.name(), value, pttl),
     })
 }

@@ -9,7 +9,7 @@
 //! [`super::scripts`]). Only a gap longer than the lease between the two
 //! commands could read the clock after our lease ended, and then the
 //! answer comes back later than the lease: the acquisition discards a
-//! late grant unused (see `crate::validity`).
+//! late grant unused (see `crate::engine::validity`).
 //!
 //! When the `SET` finds the key taken, nothing was changed and nothing is
 //! known yet (someone else's, or ours from a try whose reply was lost):

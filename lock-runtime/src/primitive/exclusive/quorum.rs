@@ -91,11 +91,11 @@ use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing};
 use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
+use crate::engine::wait::{Seen, Sightings};
 use crate::error::LockError;
-use crate::inspect::LockInfo;
 use crate::keys::LockKeys;
-use crate::token::OwnerToken;
-use crate::wait::{Seen, Sightings};
+use crate::owner::OwnerToken;
+use crate::primitive::exclusive::inspect::LockInfo;
 
 /// One acquire round on every master (see the module docs).
 pub(crate) async fn acquire(
@@ -491,7 +491,7 @@ pub(crate) async fn inspect(
 /// complete a majority of `needed` for some owner: one seen on some of
 /// `values`, or one none of them shows.
 fn could_be_held_unseen(values: &[(String, i64)], total: usize, needed: usize) -> bool {
-    use crate::token::owner_of;
+    use crate::owner::owner_of;
     let silent = total.saturating_sub(values.len());
     silent >= needed
         || values
@@ -509,7 +509,7 @@ fn could_be_held_unseen(values: &[(String, i64)], total: usize, needed: usize) -
 
 /// What `needed` of the masters' `(value, pttl)` agree on.
 fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInfo {
-    use crate::token::owner_of;
+    use crate::owner::owner_of;
     for (value, _) in values.iter().filter(|(value, _)| !value.is_empty()) {
         let owner = owner_of(value);
         let mut same: Vec<&(String, i64)> = values
@@ -525,7 +525,7 @@ fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInf
         // Contended when a waiter marked it anywhere.
         let marked = same
             .iter()
-            .find(|(value, _)| value.ends_with(crate::token::WAITED))
+            .find(|(value, _)| value.ends_with(crate::owner::WAITED))
             .map_or(value.as_str(), |(value, _)| value.as_str());
         return LockInfo::held(name, marked, *pttl);
     }

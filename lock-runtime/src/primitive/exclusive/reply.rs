@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use crate::engine::wait::Sightings;
 use crate::error::LockError;
-use crate::wait::Sightings;
 
 /// What one acquire step found.
 #[derive(Clone, Debug)]
@@ -62,7 +62,7 @@ impl AcquireReply {
 /// One entry of a renewal batch.
 pub(crate) struct Renewal<'a> {
     pub(crate) keys: &'a crate::keys::LockKeys,
-    pub(crate) token: &'a crate::token::OwnerToken,
+    pub(crate) token: &'a crate::owner::OwnerToken,
     pub(crate) ttl_ms: u64,
     /// The fence the holder was given (Redlock raises counters to it).
     pub(crate) fence: u64,

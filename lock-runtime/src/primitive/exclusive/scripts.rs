@@ -5,16 +5,16 @@
 //!
 //! # The lock key
 //! One key per lock, `<prefix>{<name>}`, whose value is the owner token
-//! (`<holder label>/<secret>`, see [`crate::token`]) and whose expiry is
+//! (`<holder label>/<secret>`, see [`crate::owner`]) and whose expiry is
 //! the lease. A caller that found the lock busy (a waiter, or a caller
-//! that tries once) appends [`WAITED`](crate::token::WAITED) to the value,
+//! that tries once) appends [`WAITED`](crate::owner::WAITED) to the value,
 //! and only a release of a marked value publishes a release message: an
 //! uncontended lock costs the server no `PUBLISH`, and every waiter that
 //! sleeps on the channel marked the owner it waits for (a new owner's
 //! value starts unmarked, and the waiter's next busy try marks it). The
 //! mark also tells the owner's locker that someone outside it wants the
 //! lock, so that its line of tasks lets it go after its share (see
-//! [`crate::handover`]).
+//! [`crate::primitive::exclusive::handover`]).
 //! Nothing else is stored: once a lock is released, or its lease has
 //! passed, nothing of it is left on the server, however many distinct
 //! locks a service takes. One key also means every script touches one key
@@ -31,7 +31,7 @@
 //! between, but it comes a client round trip after the giver's grant, so
 //! it reads a later clock too; it also answers at least the giver's fence
 //! plus one, so even a clock that stepped back cannot repeat a fence from
-//! owner to owner. A pass in process (no script, see [`crate::handover`])
+//! owner to owner. A pass in process (no script, see [`crate::primitive::exclusive::handover`])
 //! answers the giver's fence plus one only while that stays at most the
 //! clock, so the next grant by the server still reads a higher one. Fences
 //! rise per key with no counter to keep, lose, evict or restart, as long
@@ -80,7 +80,7 @@ pub(crate) const SEEDED: i64 = 1_000_000_000_000_000;
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone else wants it, a waiter or a caller that tries
 /// once; the owner's locker then lets it go after its share, see
-/// [`crate::handover`]).
+/// [`crate::primitive::exclusive::handover`]).
 ///
 /// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]`
 /// the caller's line (its locker's id when it takes turns with that
@@ -118,7 +118,7 @@ return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 });
 
 /// Lets go of a held lock for the callers outside the holder's locker
-/// (see [`crate::handover`]): the key keeps, for a short grace, a mark
+/// (see [`crate::primitive::exclusive::handover`]): the key keeps, for a short grace, a mark
 /// that only the holder's line treats as busy, and the release is
 /// announced. Anyone else takes it as a free lock ([`ACQUIRE`]); if
 /// nobody does, it ends with the grace and nothing is left.
@@ -162,7 +162,7 @@ return 1
 /// plain `PUBLISH`. The value is ours when it is the token, marked or not.
 /// The message is the server's clock at the delete, in µs: a Redlock
 /// waiter compares it with when that master last answered it busy (see
-/// `crate::wait::Sightings`). Returns 1 when deleted, 0 when the lock was
+/// `crate::engine::wait::Sightings`). Returns 1 when deleted, 0 when the lock was
 /// gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
@@ -190,7 +190,7 @@ return 1
 });
 
 /// Hands a held lock straight to a new owner token: the next task of the
-/// holder's locker waiting for the same key (see [`crate::handover`]). The
+/// holder's locker waiting for the same key (see [`crate::primitive::exclusive::handover`]). The
 /// key never becomes free, so nobody else can take it in between, and the
 /// new owner's fence is the clock now, as for any grant.
 ///
@@ -257,7 +257,7 @@ return {1, fence}
 ///
 /// `KEYS[1]` lock. Returns `{value, pttl}`, `{'', -2}` when it is free.
 /// The value carries the owner's token; the caller keeps only its public
-/// parts (see [`crate::token::stored_value`]).
+/// parts (see [`crate::owner::stored_value`]).
 pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
         r#"

@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::backend::words::Words;
 use crate::memory::Keyspace;
-use crate::token::{KEPT, WAITED};
+use crate::owner::{KEPT, WAITED};
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
 fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease::Lease;
+use crate::engine::lease::Lease;
 
 /// What the holder of a lock can observe: its key, fencing token and
 /// whether it is still held. Cloning it does not extend or duplicate the
@@ -70,6 +70,6 @@ impl LockHandle {
     /// the work the lock protects. It never completes for a lock released by
     /// its holder.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        crate::lost::signal(&self.lease)
+        crate::engine::lost::signal(&self.lease)
     }
 }

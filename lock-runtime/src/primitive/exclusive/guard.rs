@@ -8,18 +8,18 @@ use futures_util::future::BoxFuture;
 
 use crate::backend::Backend;
 use crate::backend::flights::Landing;
-use crate::core::Core;
+use crate::engine::core::Core;
+use crate::engine::handle::LockHandle;
+use crate::engine::lease::{Lease, LeaseState};
+use crate::engine::lost;
+use crate::engine::retry::retried_once;
+use crate::engine::stats::Counters;
+use crate::engine::wait::Turn;
+use crate::engine::watchdog::Watched;
 use crate::error::LockError;
-use crate::handle::LockHandle;
-use crate::handover::Handover;
-use crate::lease::{Lease, LeaseState};
-use crate::lost;
+use crate::owner::OwnerToken;
+use crate::primitive::exclusive::handover::Handover;
 use crate::primitive::exclusive::{self, Passed};
-use crate::retry::retried_once;
-use crate::stats::Counters;
-use crate::token::OwnerToken;
-use crate::wait::Turn;
-use crate::watchdog::Watched;
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
@@ -176,7 +176,7 @@ impl LockGuard {
 
 /// Lets go of `lease`'s lock if it is still ours, after the acquisition's
 /// calls still in flight ended: passes it to the next task in `turn`'s
-/// line when there is one (see [`crate::handover`]), else deletes it.
+/// line when there is one (see [`crate::primitive::exclusive::handover`]), else deletes it.
 /// True when it was still ours. `sent_before`: a release of this lease was
 /// sent already and cut before its answer, so a lock found gone may be
 /// that release's doing rather than a loss.
@@ -244,7 +244,7 @@ async fn let_go(
         }
     }
     // After its share while others wait, the line lets the lock go for
-    // them (see `crate::handover`).
+    // them (see `crate::primitive::exclusive::handover`).
     let grace = turn.as_mut().and_then(Turn::yields);
     if let (Some(grace), Backend::Node(node)) = (grace, &core.backend) {
         let (route, keys, token) = (lease.route, &lease.keys, &lease.token);
@@ -300,7 +300,7 @@ where
 /// Counts a release of `lease`'s lock that failed.
 fn release_failed(core: &Core, lease: &Lease) {
     Counters::bump(&core.counters.release_errors);
-    crate::telemetry::release_failed(lease.template);
+    crate::metrics::release_failed(lease.template);
 }
 
 /// Counts `lease`'s lock released (deleted or passed on), unless it was

@@ -17,7 +17,7 @@ use super::sessions::{Opening, Session, SessionEnd, serve};
 use super::sightings::Release;
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
-use crate::token::LineId;
+use crate::owner::LineId;
 
 /// Handle to the listener tasks; they end when every handle is dropped.
 #[derive(Clone)]

@@ -20,7 +20,7 @@
 //! always keeps most of its length). The margin that counts is the one of
 //! now, or of the lease's last confirmation if that was wider: a lease
 //! confirmed before a stall was seen is trusted that much less too
-//! ([`Lease::valid_until`](crate::lease::Lease::valid_until)), and the
+//! ([`Lease::valid_until`](crate::engine::lease::Lease::valid_until)), and the
 //! watchdog moves its loss sooner. A holder is then told of a loss
 //! before the key can expire unless the process is stalled, at that
 //! moment, for longer than `ttl/20` plus the longest stall it saw recently.
@@ -48,7 +48,7 @@ pub(crate) fn reaction_margin(ttl: Duration) -> Duration {
 }
 
 /// Until when a lease of `ttl` whose request was sent at `sent_at` can be
-/// trusted (on the [`crate::clock`] clock).
+/// trusted (on the [`crate::host::clock`] clock).
 pub(crate) fn validity_end(sent_at: Instant, ttl: Duration) -> Instant {
     sent_at + trusted_for(ttl)
 }

@@ -29,7 +29,7 @@
 
 use std::sync::Arc;
 
-use crate::token::LineId;
+use crate::owner::LineId;
 
 /// What one master showed an acquire round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! | `lock_held` | gauge | `template`, `primitive` | locks held by this process now |
 //! | `lock_renewals_total` | counter | `template`, `primitive`, `outcome` | renewals: `renewed`, `refused` (gone), `unconfirmed` (retried) |
 //! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap`, `unwatched`, `gone_at_release` |
-//! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::handover`]) |
+//! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::primitive::exclusive::handover`]) |
 //! | `lock_release_errors_total` | counter | `template`, `primitive` | releases that failed: the lock stays until its lease ends |
 //!
 //! Labels are bounded: `template` is the attribute's key template
@@ -36,8 +36,8 @@ pub(crate) fn acquisition(template: &'static str, outcome: &'static str, waited:
             ("primitive", PRIMITIVE),
             ("outcome", outcome),
         ];
-        metrics::counter!("lock_acquisitions_total", &labels).increment(1);
-        metrics::histogram!("lock_acquire_wait_seconds", &labels).record(waited.as_secs_f64());
+        ::metrics::counter!("lock_acquisitions_total", &labels).increment(1);
+        ::metrics::histogram!("lock_acquire_wait_seconds", &labels).record(waited.as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (template, outcome, waited);
@@ -46,7 +46,7 @@ pub(crate) fn acquisition(template: &'static str, outcome: &'static str, waited:
 /// A lock of `template` was granted.
 pub(crate) fn granted(template: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("lock_held", "template" => template, "primitive" => PRIMITIVE).increment(1.0);
+    ::metrics::gauge!("lock_held", "template" => template, "primitive" => PRIMITIVE).increment(1.0);
     #[cfg(not(feature = "metrics"))]
     let _ = template;
 }
@@ -57,8 +57,8 @@ pub(crate) fn ended(template: &'static str, held: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
     {
         let labels = [("template", template), ("primitive", PRIMITIVE)];
-        metrics::gauge!("lock_held", &labels).decrement(1.0);
-        metrics::histogram!("lock_hold_seconds", &labels).record(held().as_secs_f64());
+        ::metrics::gauge!("lock_held", &labels).decrement(1.0);
+        ::metrics::histogram!("lock_hold_seconds", &labels).record(held().as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (template, held);
@@ -67,7 +67,7 @@ pub(crate) fn ended(template: &'static str, held: impl FnOnce() -> Duration) {
 /// One lease's renewal ended with `outcome`.
 pub(crate) fn renewal(template: &'static str, outcome: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
+    ::metrics::counter!(
         "lock_renewals_total",
         "template" => template, "primitive" => PRIMITIVE, "outcome" => outcome
     )
@@ -79,7 +79,7 @@ pub(crate) fn renewal(template: &'static str, outcome: &'static str) {
 /// A lock of `template` was lost for `cause`.
 pub(crate) fn loss(template: &'static str, cause: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
+    ::metrics::counter!(
         "lock_losses_total",
         "template" => template, "primitive" => PRIMITIVE, "cause" => cause
     )
@@ -91,7 +91,7 @@ pub(crate) fn loss(template: &'static str, cause: &'static str) {
 /// A lock of `template` was passed to the next task in its locker's line.
 pub(crate) fn handed_over(template: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
+    ::metrics::counter!(
         "lock_handovers_total",
         "template" => template, "primitive" => PRIMITIVE
     )
@@ -103,7 +103,7 @@ pub(crate) fn handed_over(template: &'static str) {
 /// A release of a lock of `template` failed.
 pub(crate) fn release_failed(template: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
+    ::metrics::counter!(
         "lock_release_errors_total",
         "template" => template, "primitive" => PRIMITIVE
     )
@@ -117,7 +117,7 @@ pub(crate) fn release_failed(template: &'static str) {
 pub(crate) fn describe() {
     #[cfg(feature = "metrics")]
     {
-        use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+        use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
         describe_counter!(
             "lock_acquisitions_total",
             "Lock acquisitions by outcome: acquired, busy, timeout, error"

@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::acquire::{Attempt, Plan};
 use crate::config::{ReplicaAck, rules};
-use crate::core::Core;
+use crate::engine::attempt::{Attempt, Plan};
+use crate::engine::core::Core;
+use crate::engine::stats::Counters;
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::keys::LockKeys;
-use crate::stats::Counters;
-use crate::telemetry;
+use crate::metrics;
+use crate::primitive::exclusive::guard::LockGuard;
 use std::sync::Arc;
 
 /// A lock request being built: `locker.lock(key).ttl(..).wait(..).acquire()`.
@@ -38,7 +38,7 @@ impl LockRequest {
             watchdog: true,
             replicas: None,
             max_hold: None,
-            template: telemetry::NO_TEMPLATE,
+            template: metrics::NO_TEMPLATE,
         }
     }
 
@@ -179,7 +179,7 @@ impl LockRequest {
             "waited_ms",
             u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         );
-        telemetry::acquisition(self.template, outcome, waited);
+        metrics::acquisition(self.template, outcome, waited);
         result
     }
 

@@ -1,7 +1,7 @@
 //! Telling a forked child from its parent without a system call.
 //!
 //! A child made by `fork` starts with a copy of its parent's memory, the
-//! secrets fetched ahead for owner tokens included (see `crate::token`):
+//! secrets fetched ahead for owner tokens included (see `crate::owner`):
 //! it must never hand out the ones its parent will. Comparing the process
 //! id before each token notices a fork, but `getpid` is a system call
 //! (glibc no longer caches it) and it ran on every acquisition, 3-4 % of

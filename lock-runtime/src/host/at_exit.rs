@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use once_cell::sync::Lazy;
 
-use crate::forks;
+use crate::host::forks;
 
 /// The background work under way, and until when it may run.
 #[derive(Default)]

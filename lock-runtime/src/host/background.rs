@@ -22,7 +22,7 @@
 //! the call creates (timers, spawned tasks, reconnects) belongs here. One
 //! part is handed off: an acquisition that found its lock busy waits for
 //! the release here, where the message arrives, and tries again from here
-//! (see [`Attempt::run`](crate::acquire::Attempt::run)).
+//! (see [`Attempt::run`](crate::engine::attempt::Attempt::run)).
 
 use std::future::Future;
 use std::pin::Pin;

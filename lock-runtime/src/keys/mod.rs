@@ -11,9 +11,9 @@
 //! The prefix may not contain `{`, which would move the tag (see
 //! [`crate::config::rules`]).
 
-use std::sync::Arc;
+pub(crate) mod hash_tag;
 
-use crate::hash_tag;
+use std::sync::Arc;
 
 use crate::error::LockError;
 

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{Notify, Semaphore};
 
-use crate::core::Core;
-use crate::handle::LockHandle;
+use crate::engine::core::Core;
+use crate::engine::handle::LockHandle;
 
 tokio::task_local! {
     static HELD: HeldLocks;

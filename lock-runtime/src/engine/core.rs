@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::Backend;
-use crate::clock::Clock;
 use crate::config::LockConfig;
+use crate::engine::stats::Counters;
+use crate::engine::wait::{ReleaseListener, Turns};
+use crate::engine::watchdog::Watching;
 use crate::host::Host;
-use crate::stats::Counters;
-use crate::token::LineId;
-use crate::wait::{ReleaseListener, Turns};
-use crate::watchdog::Watching;
+use crate::host::clock::Clock;
+use crate::owner::LineId;
 
 /// One locker's parts.
 pub(crate) struct Core {
@@ -29,7 +29,7 @@ pub(crate) struct Core {
     /// every owner token it makes).
     pub(crate) holder: String,
     /// Who this locker's lines of tasks are to the lock scripts (see
-    /// [`crate::handover`]).
+    /// [`crate::primitive::exclusive::handover`]).
     pub(crate) line: LineId,
     next_lease_id: AtomicU64,
 }

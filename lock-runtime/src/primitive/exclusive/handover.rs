@@ -3,7 +3,7 @@
 //!
 //! # Why
 //! On a hot key (a flash sale) the tasks of one process queue for the lock
-//! in their locker's line (see [`crate::wait::Turns`]). Releasing it and
+//! in their locker's line (see [`crate::engine::wait::Turns`]). Releasing it and
 //! having the next in line take it again costs two round trips, a release
 //! message and a wake-up, and the key is free in between. A pass keeps the
 //! key taken throughout: most often in process, with no server call (below);
@@ -22,7 +22,7 @@
 //! while it stays below it: a fence from one node is at most the node's
 //! clock in µs when issued, so a pass may raise it by one as long as at
 //! least two µs passed since the server last issued one for this hold
-//! (see [`FenceBasis`](crate::lease::FenceBasis)); every later grant by
+//! (see [`FenceBasis`]); every later grant by
 //! the server is then still higher. A pass in process also needs a lease
 //! the giver still trusts for at least half its ttl, and a taker that
 //! renews it. After [`PASSES_IN_PROCESS_IN_A_ROW`] of them, or when any
@@ -81,12 +81,12 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Route};
-use crate::core::Core;
+use crate::engine::core::Core;
+use crate::engine::lease::{FenceBasis, Lease, LeaseState};
 use crate::host::Host;
 use crate::keys::LockKeys;
-use crate::lease::{FenceBasis, Lease, LeaseState};
+use crate::owner::OwnerToken;
 use crate::primitive::exclusive;
-use crate::token::OwnerToken;
 
 /// Passes in a row while someone outside the locker waits for the lock.
 pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;

@@ -1,24 +1,27 @@
 //! [`Locker`]: the handle through which locks are taken.
 
+pub(crate) mod global;
+pub(crate) mod source;
+
 use std::sync::Arc;
 
 use crate::backend::permissions::Needs;
 use crate::backend::{Backend, Route};
-use crate::background;
 use crate::config::{LockConfig, Topology};
-use crate::core::Core;
+use crate::engine::core::Core;
+use crate::engine::retry::retried_once;
+use crate::engine::stats::{Counters, LockerStats};
+use crate::engine::wait::{ReleaseListener, Timeouts};
 use crate::error::LockError;
 use crate::host::Host;
-use crate::inspect::LockInfo;
+use crate::host::background;
 use crate::keys::LockKeys;
+use crate::owner::LineId;
+use crate::primitive::exclusive::inspect::LockInfo;
+use crate::primitive::exclusive::request::LockRequest;
 use crate::primitive::exclusive::{self, scripts};
-use crate::request::LockRequest;
-use crate::retry::retried_once;
-use crate::stats::{Counters, LockerStats};
-use crate::token::LineId;
-use crate::wait::{ReleaseListener, Timeouts};
 
-use crate::watchdog::{Watchdog, Watching};
+use crate::engine::watchdog::{Watchdog, Watching};
 
 /// A connection to the lock service: a small pool of Redis connections, one
 /// watchdog task that renews every lock it handed out, and one pub/sub
@@ -92,7 +95,7 @@ impl Locker {
     /// in-memory store, on the runtime of each call).
     pub async fn connect(config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
-        crate::telemetry::describe();
+        crate::metrics::describe();
         let host = match config.topology {
             Topology::Memory(_) => Host::Caller,
             _ => Host::Background(background::handle()?),

@@ -2,7 +2,7 @@
 //! clock its leases are measured on.
 //!
 //! - A locker on Redis is hosted by the library's own runtime
-//!   ([`crate::background`]): its connections and watchdog outlive any
+//!   ([`crate::host::background`]): its connections and watchdog outlive any
 //!   application runtime and ignore an application's paused clock, because
 //!   the server's clock does not pause.
 //! - A locker on the in-memory store is hosted by the caller: its "server"
@@ -20,13 +20,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+pub(crate) mod at_exit;
+pub(crate) mod background;
+pub(crate) mod clock;
+pub(crate) mod forks;
+
 use futures_util::FutureExt;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
-use crate::background::{OnBackground, on_background};
-use crate::clock::Clock;
 use crate::error::LockError;
+use crate::host::background::{OnBackground, on_background};
+use crate::host::clock::Clock;
 
 /// Where a locker's work runs.
 #[derive(Clone, Debug)]
@@ -111,7 +116,7 @@ impl Host {
     /// calls carry no bound of their own, see
     /// [`SingleBackend`](crate::backend::single::SingleBackend)): on the
     /// library's runtime (where the process's normal end waits for it,
-    /// see [`crate::at_exit`]), or (caller-hosted) at once when it needs no
+    /// see [`crate::host::at_exit`]), or (caller-hosted) at once when it needs no
     /// waiting (the in-memory store's calls never do), else on the
     /// caller's runtime. Outside any runtime, work that would have to wait
     /// is dropped; its lease then simply runs out, as it does for work cut
@@ -120,7 +125,7 @@ impl Host {
         match self {
             Host::Background(handle) => {
                 // The process's normal end waits for it (see `at_exit`).
-                handle.spawn(crate::at_exit::finished_before_exit(
+                handle.spawn(crate::host::at_exit::finished_before_exit(
                     bound,
                     within(bound, work),
                 ));
@@ -221,7 +226,7 @@ mod tests {
 
     #[test]
     fn detached_work_that_never_ends_is_dropped_at_its_bound() {
-        let host = Host::Background(crate::background::handle().unwrap());
+        let host = Host::Background(crate::host::background::handle().unwrap());
         let dropped = Arc::new(AtomicBool::new(false));
         let flag = DropFlag(dropped.clone());
         let started = std::time::Instant::now();

@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::Route;
-use crate::clock::Clock;
+use crate::engine::validity;
+use crate::host::clock::Clock;
 use crate::keys::LockKeys;
-use crate::token::OwnerToken;
-use crate::{telemetry, validity};
+use crate::metrics;
+use crate::owner::OwnerToken;
 
 /// Where a lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LeaseState {
     /// Ours, as far as the holder can tell.
     Held,
-    /// Known gone (see [`crate::lost`]).
+    /// Known gone (see [`crate::engine::lost`]).
     Lost,
     /// Given back by the holder.
     Released,
@@ -62,7 +63,7 @@ pub(crate) struct Lease {
     pub(crate) clock: Clock,
     /// Longest the lease may be renewed for, from its send (`max_hold`).
     pub(crate) max_hold: Option<Duration>,
-    /// The bounded name of the lock, for metrics (see [`crate::telemetry`]).
+    /// The bounded name of the lock, for metrics (see [`crate::metrics`]).
     pub(crate) template: &'static str,
     /// The hold's span: what happens to the lock while it is held (its
     /// renewals failing, its loss, its release) is recorded in it.
@@ -74,7 +75,7 @@ pub(crate) struct Lease {
     capped: AtomicBool,
     /// The locks moved to another server (a failover) since this lease was
     /// last confirmed: until a renewal sent after the move confirms it
-    /// there, it is not passed in process (see [`crate::handover`]).
+    /// there, it is not passed in process (see [`crate::primitive::exclusive::handover`]).
     unconfirmed_since_move: AtomicBool,
     state: watch::Sender<LeaseState>,
     validity: Mutex<Validity>,
@@ -135,7 +136,7 @@ impl Lease {
             template = grant.template,
             fence = grant.fence,
         );
-        telemetry::granted(grant.template);
+        metrics::granted(grant.template);
         Self {
             id: grant.id,
             validity: Mutex::new(Validity {
@@ -172,7 +173,7 @@ impl Lease {
     /// The instant after which the holder can no longer trust the lock:
     /// the end of its last confirmation, with the reaction margin of then
     /// or of now, whichever is wider (a stall seen since the confirmation
-    /// widens it, see [`crate::validity`]).
+    /// widens it, see [`crate::engine::validity`]).
     pub(crate) fn valid_until(&self) -> Instant {
         let Validity { sent_at, until } = self.validity();
         until.min(validity::validity_end(sent_at, self.ttl))
@@ -218,7 +219,7 @@ impl Lease {
             *state = to;
             left = true;
             account();
-            telemetry::ended(self.template, || {
+            metrics::ended(self.template, || {
                 self.clock.now().saturating_duration_since(self.granted_at)
             });
             // Wake subscribers only if there are any: most holds have
@@ -341,7 +342,7 @@ mod tests {
     fn a_renewal_never_shortens_validity() {
         // A lease's end follows the stall record: no other test moves it
         // between the reads compared here.
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let lease = lease();
@@ -355,7 +356,7 @@ mod tests {
     fn a_renewal_moves_the_confirmation_with_the_validity() {
         // A lease's end follows the stall record: no other test moves it
         // between the reads compared here.
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let lease = lease();

@@ -32,19 +32,19 @@ use crate::backend::Backend;
 use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
-use crate::core::Core;
+use crate::engine::core::Core;
+use crate::engine::lease::{FenceBasis, Grant, Lease};
+use crate::engine::retry;
+use crate::engine::stats::Counters;
+use crate::engine::validity;
+use crate::engine::wait::{Backoff, Sightings, Subscription, Turn};
 use crate::error::LockError;
-use crate::guard::LockGuard;
 use crate::host::LetGo;
 use crate::keys::LockKeys;
-use crate::lease::{FenceBasis, Grant, Lease};
+use crate::metrics;
+use crate::owner::OwnerToken;
+use crate::primitive::exclusive::guard::LockGuard;
 use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
-use crate::retry;
-use crate::stats::Counters;
-use crate::telemetry;
-use crate::token::OwnerToken;
-use crate::validity;
-use crate::wait::{Backoff, Sightings, Subscription, Turn};
 
 /// What the request decided.
 pub(crate) struct Plan {
@@ -97,7 +97,7 @@ pub(crate) struct Attempt {
     /// When the attempt tries again if no release message wakes it first:
     /// kept across wake-ups by messages whose try still found the lock
     /// busy, so that it also tries at moments of its own (a message may
-    /// always come too late for it to win, see [`crate::handover`]).
+    /// always come too late for it to win, see [`crate::primitive::exclusive::handover`]).
     timer_due: Option<Instant>,
     /// Once moved: set when the caller lets go of the acquisition.
     let_go: Option<LetGo>,
@@ -477,7 +477,7 @@ impl Attempt {
     }
 
     /// Waits, within `wait`, for this task's turn in its locker's line for
-    /// the key (see [`crate::wait::Turns`]); true when it had to wait
+    /// the key (see [`crate::engine::wait::Turns`]); true when it had to wait
     /// behind others.
     async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<bool, LockError> {
         let key = self.plan.keys.lock();
@@ -492,7 +492,7 @@ impl Attempt {
     }
 
     /// Takes the lock the last holder passed to this turn (see
-    /// [`crate::handover`]) when it was passed as this attempt would have
+    /// [`crate::primitive::exclusive::handover`]) when it was passed as this attempt would have
     /// taken it (same lease, no replicas to wait for) and is still valid;
     /// gives any other back first.
     async fn take_handover(&mut self, started: Instant) -> Option<LockGuard> {
@@ -525,14 +525,14 @@ impl Attempt {
         if handover.in_process {
             Counters::bump(&self.core.counters.handovers_in_process);
         }
-        telemetry::handed_over(self.plan.template);
+        metrics::handed_over(self.plan.template);
         handover.taken();
         Some(self.grant(won, started, true, true))
     }
 
     /// Holds back (within the wait) while the lock the last holder let go
     /// of is kept for the callers outside this locker (see
-    /// [`crate::handover`]): until its grace ends, or one of them released
+    /// [`crate::primitive::exclusive::handover`]): until its grace ends, or one of them released
     /// it (true: it took the lock and let go already). The release that
     /// let it go is never news to this locker's listener; any message
     /// heard since the line's last try is one of theirs.

@@ -53,7 +53,7 @@ impl LockInfo {
     /// A lock whose key holds `value`, with `pttl` ms left (negative: no
     /// expiry).
     pub(crate) fn held(key: &str, value: &str, pttl: i64) -> Self {
-        let public = crate::token::stored_value(value);
+        let public = crate::owner::stored_value(value);
         Self {
             key: key.to_owned(),
             held: true,

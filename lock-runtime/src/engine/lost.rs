@@ -1,7 +1,7 @@
 //! What happens when a lock is lost, from start to end.
 //!
 //! **How it is noticed.** A held lease is watched by the locker's watchdog
-//! ([`crate::watchdog`]), which renews it every ttl/3:
+//! ([`crate::engine::watchdog`]), which renews it every ttl/3:
 //!
 //! - A renewal answered "not yours" (the key was deleted, expired, taken
 //!   over, evicted, or missing on a new master after a failover): lost at
@@ -9,7 +9,7 @@
 //!   renews every lease at once, so a lease that did not reach the new
 //!   master is found within a round trip, not at its next renewal.
 //! - Renewals that fail (server down, frozen, partitioned) are retried
-//!   until the lease's local validity runs out ([`crate::validity`]: the
+//!   until the lease's local validity runs out ([`crate::engine::validity`]: the
 //!   ttl counted from the request's send, less the drift allowance and a
 //!   reaction margin that grows with the stalls the process saw): lost
 //!   then, [`Cause::Unconfirmed`]. That deadline is a timer of its own, so
@@ -42,8 +42,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::lease::{Lease, LeaseState};
-use crate::stats::Counters;
+use crate::engine::lease::{Lease, LeaseState};
+use crate::engine::stats::Counters;
 
 /// Why a lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub(crate) enum Cause {
 }
 
 impl Cause {
-    /// The metric label (see [`crate::telemetry`]).
+    /// The metric label (see [`crate::metrics`]).
     fn label(self) -> &'static str {
         match self {
             Cause::Refused => "refused",
@@ -123,7 +123,7 @@ pub(crate) fn found_gone_at_release(lease: &Lease, counters: &Counters) {
 
 /// The loss's metric and its warning, in the hold's span.
 fn report(lease: &Lease, cause: Cause) {
-    crate::telemetry::loss(lease.template, cause.label());
+    crate::metrics::loss(lease.template, cause.label());
     tracing::warn!(
         parent: &lease.span,
         key = lease.keys.name(),

@@ -6,11 +6,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engine::lease::Lease;
+use crate::engine::lost::Cause;
+use crate::engine::wait::Turn;
 use crate::error::LockError;
-use crate::lease::Lease;
-use crate::lost::Cause;
 use crate::primitive::exclusive::Renewed;
-use crate::wait::Turn;
 
 /// Most leases renewed by one script call; keeps one call short on the server.
 pub(super) const MAX_BATCH: usize = 512;
@@ -119,7 +119,7 @@ impl Schedule {
         turn: Option<Turn>,
     ) -> Instant {
         let id = lease.id;
-        let renew_every = crate::validity::renewal_interval(lease.ttl);
+        let renew_every = crate::engine::validity::renewal_interval(lease.ttl);
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
         // the first renewal is simply due sooner (or at once).
@@ -504,7 +504,7 @@ mod tests {
     use super::*;
     use crate::backend::Route;
     use crate::keys::LockKeys;
-    use crate::token::OwnerToken;
+    use crate::owner::OwnerToken;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -518,7 +518,7 @@ mod tests {
         sent_at: Instant,
         max_hold: Option<Duration>,
     ) -> Arc<Lease> {
-        Arc::new(Lease::new(crate::lease::Grant {
+        Arc::new(Lease::new(crate::engine::lease::Grant {
             id,
             keys: LockKeys::new("lock:", &format!("k{id}")).unwrap(),
             token: OwnerToken::random("test"),
@@ -527,8 +527,8 @@ mod tests {
             route: Route::pooled(0),
             sent_at,
             granted_at: sent_at,
-            fence_basis: crate::lease::FenceBasis::issued_now(id),
-            clock: crate::clock::Clock::Boot,
+            fence_basis: crate::engine::lease::FenceBasis::issued_now(id),
+            clock: crate::host::clock::Clock::Boot,
             max_hold,
             template: "k",
         }))
@@ -601,7 +601,7 @@ mod tests {
 
     #[test]
     fn thousands_ending_together_are_told_early_enough_for_the_last_to_be_in_time() {
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
@@ -624,7 +624,7 @@ mod tests {
 
     #[test]
     fn leases_ending_further_apart_than_telling_takes_are_told_one_at_a_time_in_time() {
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
@@ -699,7 +699,7 @@ mod tests {
     /// renewals fail, must not tell them before a renewal could save them.
     #[test]
     fn leases_ending_together_are_not_told_lost_while_every_renewal_is_confirmed() {
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         // The watchdog's first guess of the cost of telling one holder,
@@ -734,7 +734,7 @@ mod tests {
 
     #[test]
     fn without_a_telling_cost_a_lease_is_told_at_its_end() {
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
@@ -773,7 +773,7 @@ mod tests {
     fn failing_renewals_are_retried_until_validity_runs_out() {
         // A lease's end follows the stall record: no other test moves it
         // between the reads compared here.
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
@@ -810,7 +810,7 @@ mod tests {
     fn a_failed_renewal_of_the_shortest_lease_is_retried_while_it_is_trusted() {
         // A lease's end follows the stall record: no other test moves it
         // between the reads compared here.
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
@@ -843,7 +843,7 @@ mod tests {
     fn a_fixed_lease_is_never_renewed_and_ends_with_its_validity() {
         // A lease's end follows the stall record: no other test moves it
         // between the reads compared here.
-        let _record = crate::validity::STALL_RECORD_IN_USE
+        let _record = crate::engine::validity::STALL_RECORD_IN_USE
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::forks;
+use crate::host::forks;
 
 /// The value stored in a lock key. Only the holder knows it, so only the
 /// holder can renew or release the lock. Deliberately not `Debug`-printable:
@@ -66,7 +66,7 @@ impl LineId {
         ))
     }
 
-    /// Reads the 32 hex digits [`LineId::to_string`] wrote.
+    /// Reads the 32 hex digits its `Display` writes.
     pub(crate) fn parse(text: &str) -> Option<Self> {
         (text.len() == 32)
             .then(|| u128::from_str_radix(text, 16).ok())
@@ -89,7 +89,7 @@ thread_local! {
 /// at a time: one `getrandom` call serves [`RandomBytes::TOKENS`] tokens
 /// instead of one (a system call per acquisition showed in profiles).
 /// Per thread, and refilled in a forked child: a child must never hand
-/// out the secrets its parent will (see `crate::forks`).
+/// out the secrets its parent will (see `crate::host::forks`).
 struct RandomBytes {
     bytes: [u8; 16 * Self::TOKENS],
     used: usize,
@@ -253,7 +253,7 @@ mod tests {
             RANDOM.with(|random| random.borrow_mut().take())
         }
         next_secret();
-        let child = crate::forks::in_forked_child(next_secret);
+        let child = crate::host::forks::in_forked_child(next_secret);
         assert_ne!(child, next_secret());
     }
 

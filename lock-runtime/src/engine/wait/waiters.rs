@@ -16,7 +16,7 @@ use futures_util::FutureExt;
 use tokio::sync::Notify;
 
 use super::sightings::{Release, Sightings};
-use crate::token::LineId;
+use crate::owner::LineId;
 
 /// Every channel someone in this process waits on, with its waiters in
 /// arrival order.
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn news_is_judged_against_what_the_last_try_saw() {
-        use crate::wait::sightings::Seen;
+        use crate::engine::wait::sightings::Seen;
         let waiters = Waiters::default();
         let mut waiter = join(&waiters, "c");
         let seen = Sightings::new(vec![Seen::BusyAt(100), Seen::Free]);
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_wake_up_for_anything_is_news_whatever_was_seen() {
-        use crate::wait::sightings::Seen;
+        use crate::engine::wait::sightings::Seen;
         let waiters = Waiters::default();
         let mut waiter = join(&waiters, "c");
         let seen = Sightings::new(vec![Seen::Free]);

@@ -1,6 +1,6 @@
 //! The watchdog: one background task per [`Locker`](crate::Locker), on the
-//! library's own runtime ([`crate::background`]), that keeps every held
-//! lease alive and says so the moment one is lost ([`crate::lost`]).
+//! library's own runtime ([`crate::host::background`]), that keeps every held
+//! lease alive and says so the moment one is lost ([`crate::engine::lost`]).
 //!
 //! - Each lease is renewed every ttl/6 to ttl/3. Leases that fall due in the
 //!   same round are renewed in batch commands sent together on the
@@ -16,7 +16,7 @@
 //!   ([`validity::observe_lateness`]): a process or machine that stalls
 //!   widens every lease's reaction margin, so that the loss signal keeps
 //!   coming before the key can expire on the server. The same wake-up
-//!   notices a machine that was suspended ([`crate::clock`]).
+//!   notices a machine that was suspended ([`crate::host::clock`]).
 //! - After the locks moved to another server (a Sentinel failover), every
 //!   lease is renewed there at once, so one whose key did not reach the new
 //!   server is reported lost now, not at its next scheduled renewal.
@@ -37,13 +37,14 @@ use tokio::task::JoinSet;
 
 use self::schedule::{BatchOutcome, Schedule};
 use crate::backend::{Backend, RenewalGroup};
-use crate::clock::Clock;
-use crate::lease::Lease;
-use crate::lost::{self, Cause};
+use crate::engine::lease::Lease;
+use crate::engine::lost::{self, Cause};
+use crate::engine::stats::Counters;
+use crate::engine::validity;
+use crate::engine::wait::Turn;
+use crate::host::clock::Clock;
+use crate::metrics;
 use crate::primitive::exclusive::{self, Renewal};
-use crate::stats::Counters;
-use crate::wait::Turn;
-use crate::{telemetry, validity};
 
 /// Longest sleep while any lease is watched: how finely stalls of the
 /// process are seen.
@@ -420,15 +421,15 @@ fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
     let applied = shared.schedule().apply(outcome, shared.clock.now());
     for template in &applied.renewed {
         Counters::bump(&counters.renewed);
-        telemetry::renewal(template, "renewed");
+        metrics::renewal(template, "renewed");
     }
     for (lease, turn) in applied.lost {
-        telemetry::renewal(lease.template, "refused");
+        metrics::renewal(lease.template, "refused");
         lost::declare(&lease, Cause::Refused, counters);
         drop(turn);
     }
     for template in &applied.unconfirmed {
-        telemetry::renewal(template, "unconfirmed");
+        metrics::renewal(template, "unconfirmed");
     }
     if !applied.unconfirmed.is_empty() {
         Counters::bump(&counters.renewal_errors);
@@ -503,10 +504,10 @@ mod tests {
     use super::*;
     use crate::backend::NodeBackend;
     use crate::backend::memory::MemoryBackend;
+    use crate::engine::lease::{FenceBasis, Grant};
     use crate::keys::LockKeys;
-    use crate::lease::{FenceBasis, Grant};
     use crate::memory::MemoryStore;
-    use crate::token::OwnerToken;
+    use crate::owner::OwnerToken;
 
     fn lease(id: u64, ttl: Duration) -> Arc<Lease> {
         let now = Clock::Boot.now();

@@ -1,0 +1,19 @@
+//! The engine every primitive shares: the attempt (try, wait for a
+//! release, try again, within one bound), leases and how long they can be
+//! trusted, the watchdog that renews them, telling a holder it lost,
+//! releasing now or on drop, the in-process line of a locker's tasks,
+//! and the counters. It knows no one primitive: a primitive
+//! ([`crate::primitive`]) says what its scripts are and what their answers
+//! mean.
+
+pub(crate) mod attempt;
+pub(crate) mod core;
+pub(crate) mod handle;
+pub(crate) mod lease;
+pub(crate) mod lost;
+pub(crate) mod reentrancy;
+pub(crate) mod retry;
+pub(crate) mod stats;
+pub(crate) mod validity;
+pub(crate) mod wait;
+pub(crate) mod watchdog;
