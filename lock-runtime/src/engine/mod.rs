@@ -12,6 +12,7 @@ pub(crate) mod handle;
 pub(crate) mod lease;
 pub(crate) mod lost;
 pub(crate) mod reentrancy;
+pub(crate) mod renewal;
 pub(crate) mod retry;
 pub(crate) mod stats;
 pub(crate) mod validity;

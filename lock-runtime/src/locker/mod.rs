@@ -17,9 +17,9 @@ use crate::host::Host;
 use crate::host::background;
 use crate::keys::LockKeys;
 use crate::owner::LineId;
+use crate::primitive::exclusive;
 use crate::primitive::exclusive::inspect::LockInfo;
 use crate::primitive::exclusive::request::LockRequest;
-use crate::primitive::exclusive::{self, scripts};
 
 use crate::engine::watchdog::{Watchdog, Watching};
 
@@ -106,7 +106,7 @@ impl Locker {
         };
         let line = LineId::random();
         let connecting = async {
-            let backend = Backend::connect(&config, scripts::all()).await?;
+            let backend = Backend::connect(&config, crate::primitive::scripts()).await?;
             check_permissions(&config, &backend).await?;
             let counters = Arc::new(Counters::default());
             let watchdog = match &background {

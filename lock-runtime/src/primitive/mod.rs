@@ -12,3 +12,18 @@
 //! topology changes: every topology already runs any script call.
 
 pub(crate) mod exclusive;
+
+use std::sync::LazyLock;
+
+use crate::backend::script::LuaScript;
+
+/// Every script the locks run (the primitives' and the engine's renewals),
+/// for loading on a fresh Redlock master.
+pub(crate) fn scripts() -> &'static [&'static LuaScript] {
+    static ALL: LazyLock<Vec<&'static LuaScript>> = LazyLock::new(|| {
+        let mut all = exclusive::scripts::all().to_vec();
+        all.extend(crate::engine::renewal::scripts());
+        all
+    });
+    &ALL
+}

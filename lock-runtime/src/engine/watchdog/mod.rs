@@ -39,12 +39,12 @@ use self::schedule::{BatchOutcome, Schedule};
 use crate::backend::{Backend, RenewalGroup};
 use crate::engine::lease::Lease;
 use crate::engine::lost::{self, Cause};
+use crate::engine::renewal::{self, LeaseKind, Renewal};
 use crate::engine::stats::Counters;
 use crate::engine::validity;
 use crate::engine::wait::Turn;
 use crate::host::clock::Clock;
 use crate::metrics;
-use crate::primitive::exclusive::{self, Renewal};
 
 /// Longest sleep while any lease is watched: how finely stalls of the
 /// process are seen.
@@ -483,6 +483,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
         .map(|lease| Renewal {
+            kind: LeaseKind::Key,
             keys: &lease.keys,
             token: &lease.token,
             ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
@@ -490,7 +491,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
         })
         .collect();
     let sent_at = clock.now();
-    let result = exclusive::renew(&backend, &renewals).await;
+    let result = renewal::renew(&backend, &renewals).await;
     BatchOutcome {
         ids: batch.iter().map(|lease| lease.id).collect(),
         templates: batch.iter().map(|lease| lease.template).collect(),
@@ -594,7 +595,7 @@ mod tests {
 
     impl tracing::Subscriber for StallInLossReport {
         fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-            metadata.is_event() && metadata.target() == "lock_runtime::lost"
+            metadata.is_event() && metadata.target() == "lock_runtime::engine::lost"
         }
         fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
             tracing::span::Id::from_u64(1)

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::engine::lease::Lease;
 use crate::engine::lost::Cause;
+use crate::engine::renewal::Renewed;
 use crate::engine::wait::Turn;
 use crate::error::LockError;
-use crate::primitive::exclusive::Renewed;
 
 /// Most leases renewed by one script call; keeps one call short on the server.
 pub(super) const MAX_BATCH: usize = 512;

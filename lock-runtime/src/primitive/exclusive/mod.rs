@@ -8,7 +8,6 @@
 //!   the lock already ours.
 //! - [`release`]: delete it only if it is still ours, and announce the
 //!   release to waiters.
-//! - [`renew`]: extend many leases in one call, one answer per lease.
 //! - [`pass`]: hand a held lock straight to a new owner (one node only).
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
@@ -26,10 +25,10 @@ mod votes;
 
 use std::time::Duration;
 
-pub(crate) use reply::{AcquireReply, Renewal, Renewed};
+pub(crate) use reply::AcquireReply;
 
 use crate::backend::flights::{InFlight, Landing};
-use crate::backend::{Backend, BatchEntry, NodeBackend, Route, slot_in_flux};
+use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
 use crate::config::ReplicaAck;
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -288,33 +287,4 @@ pub(crate) async fn force_release(
         .arg(node.publish_command());
     let deleted: i64 = node.run(route, &call).await?;
     Ok(deleted == 1)
-}
-
-/// Renews a batch of leases; one answer per entry, in order.
-pub(crate) async fn renew(
-    backend: &Backend,
-    batch: &[Renewal<'_>],
-) -> Result<Vec<Renewed>, LockError> {
-    let node = match backend {
-        Backend::Node(node) => node,
-        Backend::Redlock(masters) => return quorum::renew(masters, batch).await,
-    };
-    let entries: Vec<BatchEntry> = batch
-        .iter()
-        .map(|renewal| BatchEntry {
-            key: renewal.keys.lock().to_owned(),
-            args: vec![
-                renewal.token.as_str().to_owned(),
-                renewal.ttl_ms.to_string(),
-            ],
-        })
-        .collect();
-    let answers = node.run_batch(&scripts::EXTEND, &entries).await?;
-    answers
-        .iter()
-        .map(|answer| match answer {
-            Some(value) => Renewed::from_value(value),
-            None => Ok(Renewed::Unknown),
-        })
-        .collect()
 }

@@ -84,8 +84,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::votes::{AcquireVotes, RenewalVotes, Verdict, Vote};
-use super::{AcquireReply, Acquisition, Renewal, Renewed};
+use super::votes::{AcquireVotes, Verdict, Vote};
+use super::{AcquireReply, Acquisition};
 use super::{plain, scripts};
 use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing};
@@ -543,70 +543,6 @@ pub(crate) async fn force_release(
     let mut call = scripts::FORCE_RELEASE.call();
     call.key(keys.lock()).arg(keys.channel()).arg("PUBLISH");
     delete_everywhere(masters, route, call, None).await
-}
-
-/// Renews a batch on every master at once, each on its watchdog
-/// connection; one answer per lease (see the module docs). Each master's
-/// call is bounded by a tenth of the *shortest* lease of the batch: the
-/// round answers once every lease is decided or that bound ends, so a
-/// longer bound would hold back a short lease that a majority renewed
-/// (while a long one waits for a slow master) past its own validity. A
-/// long lease left undecided by the shorter bound is renewed again soon,
-/// with most of its validity to spare.
-pub(crate) async fn renew(
-    masters: &RedlockBackend,
-    batch: &[Renewal<'_>],
-) -> Result<Vec<Renewed>, LockError> {
-    let Some(first) = batch.first() else {
-        return Ok(Vec::new());
-    };
-    let shortest = batch.iter().map(|renewal| renewal.ttl_ms).min();
-    let bound = masters.vote_bound(Duration::from_millis(shortest.unwrap_or(u64::MAX)));
-    let total = masters.len();
-    let needed = quorum(total);
-    let mut votes = RenewalVotes::new(total, batch.len());
-    let (mut answered, mut first_error) = (0, None);
-    let mut call = scripts::EXTEND_COUNTED.call();
-    call.key(first.keys.counter());
-    for renewal in batch {
-        call.key(renewal.keys.lock())
-            .arg(renewal.token.as_str())
-            .arg(renewal.ttl_ms)
-            .arg(renewal.fence);
-    }
-    let call = Arc::new(call);
-    let leases = batch.len();
-    let mut round = masters
-        .fan_out(0..total, bound, "extend", None, |_, master| {
-            let call = call.clone();
-            async move {
-                let answer = master.run_renewal(&call).await?;
-                crate::backend::batch_answers(answer, leases)?
-                    .iter()
-                    .map(|value| Renewed::from_value(value).map(|renewed| renewed == Renewed::Yes))
-                    .collect::<Result<Vec<bool>, LockError>>()
-            }
-        })
-        .decisive_from(needed.min(total + 1 - needed));
-    while let Some((_, answer)) = round.recv().await {
-        match answer {
-            Ok(renewed) => {
-                answered += 1;
-                votes.add(Some(&renewed));
-            }
-            Err(err) => {
-                votes.add(None);
-                first_error.get_or_insert(err);
-            }
-        }
-        if votes.all_decided() {
-            break;
-        }
-    }
-    match first_error {
-        Some(err) if answered == 0 => Err(err),
-        _ => Ok(votes.answers()),
-    }
 }
 
 #[cfg(test)]

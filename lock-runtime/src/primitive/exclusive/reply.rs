@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::engine::wait::Sightings;
-use crate::error::LockError;
 
 /// What one acquire step found.
 #[derive(Clone, Debug)]
@@ -59,42 +58,6 @@ impl AcquireReply {
     }
 }
 
-/// One entry of a renewal batch.
-pub(crate) struct Renewal<'a> {
-    pub(crate) keys: &'a crate::keys::LockKeys,
-    pub(crate) token: &'a crate::owner::OwnerToken,
-    pub(crate) ttl_ms: u64,
-    /// The fence the holder was given (Redlock raises counters to it).
-    pub(crate) fence: u64,
-}
-
-/// What a renewal found for one lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Renewed {
-    /// Still ours, with a fresh lease from the moment the batch was sent.
-    Yes,
-    /// Definitely not ours any more: the holder must be told at once.
-    Gone,
-    /// Could not be confirmed either way (a node failed); retried while the
-    /// lease is still valid.
-    Unknown,
-}
-
-impl Renewed {
-    /// Reads one entry of an extend script's answer: 1 (renewed) or 0 (not ours).
-    pub(crate) fn from_value(value: &redis::Value) -> Result<Self, LockError> {
-        match value {
-            redis::Value::Int(1) => Ok(Self::Yes),
-            redis::Value::Int(0) => Ok(Self::Gone),
-            other => Err(LockError::Redis(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "the extend script answered neither 1 nor 0",
-                format!("{other:?}"),
-            )))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,18 +84,5 @@ mod tests {
                 sightings: None
             }
         ));
-    }
-
-    #[test]
-    fn reads_renewals() {
-        assert_eq!(
-            Renewed::from_value(&redis::Value::Int(1)).unwrap(),
-            Renewed::Yes
-        );
-        assert_eq!(
-            Renewed::from_value(&redis::Value::Int(0)).unwrap(),
-            Renewed::Gone
-        );
-        assert!(Renewed::from_value(&redis::Value::Nil).is_err());
     }
 }

@@ -72,10 +72,7 @@ use std::sync::LazyLock;
 use super::twins;
 use crate::backend::script::LuaScript;
 
-/// Redlock counters stand at least here once seeded from a master's clock
-/// (µs since the Unix epoch, 1e15 is 2001); a counter below it was counted
-/// up from nothing and is seeded before its next fence is handed out.
-pub(crate) const SEEDED: i64 = 1_000_000_000_000_000;
+pub(crate) use crate::engine::renewal::SEEDED;
 
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone else wants it, a waiter or a caller that tries
@@ -294,30 +291,6 @@ return 1
     )
 });
 
-/// Renews a batch of leases in one command (the watchdog's round).
-///
-/// `KEYS[i]` lock i; `ARGV[2i-1]` its owner token, `ARGV[2i]` its ttl in ms.
-/// Returns one 1 (renewed) or 0 (no longer ours) per key, in order.
-pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-local renewed = {}
-for i, key in ipairs(KEYS) do
-    local held = redis.call('GET', key)
-    local token = ARGV[2 * i - 1]
-    if held == token or held == token .. '~' then
-        redis.call('PEXPIRE', key, ARGV[2 * i])
-        renewed[i] = 1
-    else
-        renewed[i] = 0
-    end
-end
-return renewed
-"#,
-        twins::extend,
-    )
-});
-
 /// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
 /// master's counter, and whether this master is still in its restart
 /// quarantine. The plain commands of `super::plain` do the same for a
@@ -428,63 +401,16 @@ return 1
     )
 });
 
-/// Redlock's renewal batch: [`EXTEND`], and the master's counter raised to
-/// every fence of the batch, whether or not this master still holds that
-/// lock. Raising is always safe (the fence was handed out, so the counter
-/// only catches up with it). A master that came back empty (a counter
-/// below [`SEEDED`]) is first seeded from its clock, as a grant would seed
-/// it: the batch's fences alone may be older than fences handed out since
-/// for other keys (a leader lock held for days), and a counter set to them
-/// would hand out lower fences again.
-///
-/// `KEYS[1]` counter, `KEYS[i+1]` lock i; `ARGV[3i-2]` owner token,
-/// `ARGV[3i-1]` ttl in ms, `ARGV[3i]` fence.
-/// Returns one 1 (renewed) or 0 (not ours here) per lock, in order.
-pub(crate) static EXTEND_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
-        r#"
-local renewed = {}
-local counter = tonumber(redis.call('GET', KEYS[1]) or '0')
-local highest = counter
-if counter < 1000000000000000 then
-    local now = redis.call('TIME')
-    highest = tonumber(now[1] .. string.format('%06d', now[2]))
-end
-for i = 2, #KEYS do
-    local at = 3 * (i - 1)
-    local fence = tonumber(ARGV[at])
-    if fence > highest then
-        highest = fence
-    end
-    local held = redis.call('GET', KEYS[i])
-    local token = ARGV[at - 2]
-    if held == token or held == token .. '~' then
-        redis.call('PEXPIRE', KEYS[i], ARGV[at - 1])
-        renewed[i - 1] = 1
-    else
-        renewed[i - 1] = 0
-    end
-end
-if highest > counter then
-    redis.call('SET', KEYS[1], string.format('%.0f', highest))
-end
-return renewed
-"#,
-    )
-});
-
 /// Every script, for loading on a fresh master.
 pub(crate) fn all() -> &'static [&'static LuaScript] {
-    static ALL: LazyLock<[&'static LuaScript; 8]> = LazyLock::new(|| {
+    static ALL: LazyLock<[&'static LuaScript; 6]> = LazyLock::new(|| {
         [
             &*ACQUIRE,
             &*RELEASE,
             &*YIELD,
             &*PASS,
-            &*EXTEND,
             &*ACQUIRE_COUNTED,
             &*RAISE_COUNTER,
-            &*EXTEND_COUNTED,
         ]
     });
     &*ALL

@@ -149,22 +149,6 @@ pub(super) fn force_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result
     Ok(int(1))
 }
 
-/// [`super::scripts::EXTEND`].
-pub(super) fn extend(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
-    let mut renewed = Vec::with_capacity(k.len());
-    for (i, lock) in k.iter().enumerate() {
-        let token = nth(a, 2 * i + 1, "ARGV")?;
-        let ttl = number(nth(a, 2 * i + 2, "ARGV")?, "the ttl")?;
-        if keys.get(lock).is_some_and(|held| is_mine(held, token)) {
-            keys.pexpire(lock, ttl);
-            renewed.push(int(1));
-        } else {
-            renewed.push(int(0));
-        }
-    }
-    Ok(Value::Array(renewed))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,7 +224,8 @@ mod tests {
             )
         };
         let extend_as = |keys: &mut Keyspace, token: &str| {
-            ints(&extend(keys, &lock, &strings(&[token, "5000"])).unwrap())
+            let args = strings(&["k", token, "5000"]);
+            ints(&crate::engine::renewal::twin::extend(keys, &lock, &args).unwrap())
         };
         assert_eq!(release_as(&mut keys, "t2"), [0]);
         assert_eq!(extend_as(&mut keys, "t2"), [0]);
@@ -379,6 +364,5 @@ mod tests {
         assert!(acquire(&mut keys, &Words::default(), &Words::default()).is_err());
         let lock = strings(&["lock:{a}"]);
         assert!(acquire(&mut keys, &lock, &strings(&["t1", "soon"])).is_err());
-        assert!(extend(&mut keys, &lock, &strings(&["t1"])).is_err());
     }
 }

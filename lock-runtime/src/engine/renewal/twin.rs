@@ -1,0 +1,81 @@
+//! The in-memory twin of the renewal script (`extend.lua`): the same steps
+//! over the in-memory store's keyspace, with the same answers.
+
+use redis::Value;
+
+use crate::backend::words::Words;
+use crate::memory::Keyspace;
+use crate::owner::WAITED;
+
+/// `extend.lua`.
+pub(crate) fn extend(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
+    let mut renewed = Vec::with_capacity(k.len());
+    for (i, key) in k.iter().enumerate() {
+        let arg = |n: usize| {
+            a.get(3 * i + n)
+                .ok_or_else(|| format!("ARGV[{}] is missing", 3 * i + n + 1))
+        };
+        let (kind, token) = (arg(0)?, arg(1)?);
+        let ttl: u64 = arg(2)?
+            .parse()
+            .map_err(|_| format!("the ttl `{}` is not a whole number", arg(2).unwrap_or("")))?;
+        if kind != "k" {
+            return Err(format!("a lease of unknown kind {kind}"));
+        }
+        let held = keys.get(key).unwrap_or("");
+        let mine = held
+            .strip_prefix(token)
+            .is_some_and(|rest| rest.is_empty() || rest == WAITED);
+        if mine {
+            keys.pexpire(key, ttl);
+            renewed.push(Value::Int(1));
+        } else {
+            renewed.push(Value::Int(0));
+        }
+    }
+    Ok(Value::Array(renewed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn strings(items: &[&str]) -> Words {
+        items.iter().collect()
+    }
+
+    #[test]
+    fn renews_what_is_ours_and_answers_no_for_the_rest() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now(), None);
+        keys.set_nx_px("lock:{a}", "t1~".to_owned(), 100);
+        keys.set_nx_px("lock:{b}", "t9".to_owned(), 100);
+        let answer = extend(
+            &mut keys,
+            &strings(&["lock:{a}", "lock:{b}", "lock:{c}"]),
+            &strings(&["k", "t1", "5000", "k", "t2", "5000", "k", "t3", "5000"]),
+        )
+        .unwrap();
+        assert_eq!(
+            answer,
+            Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(0)])
+        );
+        assert_eq!(keys.pttl("lock:{a}"), 5000);
+        assert_eq!(keys.pttl("lock:{b}"), 100);
+    }
+
+    #[test]
+    fn a_lease_of_an_unknown_kind_is_an_error() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now(), None);
+        let answer = extend(
+            &mut keys,
+            &strings(&["lock:{a}"]),
+            &strings(&["z", "t1", "5000"]),
+        );
+        assert!(answer.is_err());
+        let short = extend(&mut keys, &strings(&["lock:{a}"]), &strings(&["k", "t1"]));
+        assert!(short.is_err());
+    }
+}
