@@ -11,105 +11,117 @@
 //! | `lock_held` | gauge | `template`, `primitive` | locks held by this process now |
 //! | `lock_renewals_total` | counter | `template`, `primitive`, `outcome` | renewals: `renewed`, `refused` (gone), `unconfirmed` (retried) |
 //! | `lock_losses_total` | counter | `template`, `primitive`, `cause` | losses: `refused`, `unconfirmed`, `lease_ended`, `lapsed`, `hold_cap`, `unwatched`, `gone_at_release` |
-//! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::primitive::exclusive::handover`]) |
+//! | `lock_handovers_total` | counter | `template`, `primitive` | locks passed straight to the next task of the locker in line (see [`crate::engine::handover`]) |
 //! | `lock_release_errors_total` | counter | `template`, `primitive` | releases that failed: the lock stays until its lease ends |
 //!
 //! Labels are bounded: `template` is the attribute's key template
 //! (`stock:<sku>`) or what [`LockRequest::template`](crate::LockRequest::template)
-//! set (`-` otherwise), never a rendered key; `primitive` is `exclusive`.
+//! set (`-` otherwise), never a rendered key; `primitive` is the lock's
+//! kind (`exclusive`).
 
 use std::time::Duration;
 
-/// The primitive of every lock so far.
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-pub(crate) const PRIMITIVE: &str = "exclusive";
+/// The labels every metric of one lock carries: bounded, so that each
+/// makes a handful of series, never one per key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Labels {
+    /// The attribute's key template (`stock:<sku>`), or what the request
+    /// named ([`NO_TEMPLATE`] otherwise).
+    pub(crate) template: &'static str,
+    /// The primitive (`exclusive`, ...).
+    pub(crate) primitive: &'static str,
+}
 
 /// The template of a lock taken without one.
 pub(crate) const NO_TEMPLATE: &str = "-";
 
 /// An acquisition ended with `outcome` after `waited`.
-pub(crate) fn acquisition(template: &'static str, outcome: &'static str, waited: Duration) {
+pub(crate) fn acquisition(labels: Labels, outcome: &'static str, waited: Duration) {
     #[cfg(feature = "metrics")]
     {
         let labels = [
-            ("template", template),
-            ("primitive", PRIMITIVE),
+            ("template", labels.template),
+            ("primitive", labels.primitive),
             ("outcome", outcome),
         ];
         ::metrics::counter!("lock_acquisitions_total", &labels).increment(1);
         ::metrics::histogram!("lock_acquire_wait_seconds", &labels).record(waited.as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (template, outcome, waited);
+    let _ = (labels, outcome, waited);
 }
 
-/// A lock of `template` was granted.
-pub(crate) fn granted(template: &'static str) {
+/// A lock with `labels` was granted.
+pub(crate) fn granted(labels: Labels) {
     #[cfg(feature = "metrics")]
-    ::metrics::gauge!("lock_held", "template" => template, "primitive" => PRIMITIVE).increment(1.0);
+    ::metrics::gauge!("lock_held", "template" => labels.template, "primitive" => labels.primitive)
+        .increment(1.0);
     #[cfg(not(feature = "metrics"))]
-    let _ = template;
+    let _ = labels;
 }
 
-/// A lock of `template`, held for what `held` answers, was released or
+/// A lock with `labels`, held for what `held` answers, was released or
 /// lost (`held` reads a clock: only called where metrics are compiled in).
-pub(crate) fn ended(template: &'static str, held: impl FnOnce() -> Duration) {
+pub(crate) fn ended(labels: Labels, held: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
     {
-        let labels = [("template", template), ("primitive", PRIMITIVE)];
+        let labels = [
+            ("template", labels.template),
+            ("primitive", labels.primitive),
+        ];
         ::metrics::gauge!("lock_held", &labels).decrement(1.0);
         ::metrics::histogram!("lock_hold_seconds", &labels).record(held().as_secs_f64());
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (template, held);
+    let _ = (labels, held);
 }
 
 /// One lease's renewal ended with `outcome`.
-pub(crate) fn renewal(template: &'static str, outcome: &'static str) {
+pub(crate) fn renewal(labels: Labels, outcome: &'static str) {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(
         "lock_renewals_total",
-        "template" => template, "primitive" => PRIMITIVE, "outcome" => outcome
+        "template" => labels.template, "primitive" => labels.primitive, "outcome" => outcome
     )
     .increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = (template, outcome);
+    let _ = (labels, outcome);
 }
 
-/// A lock of `template` was lost for `cause`.
-pub(crate) fn loss(template: &'static str, cause: &'static str) {
+/// A lock with `labels` was lost for `cause`.
+pub(crate) fn loss(labels: Labels, cause: &'static str) {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(
         "lock_losses_total",
-        "template" => template, "primitive" => PRIMITIVE, "cause" => cause
+        "template" => labels.template, "primitive" => labels.primitive, "cause" => cause
     )
     .increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = (template, cause);
+    let _ = (labels, cause);
 }
 
-/// A lock of `template` was passed to the next task in its locker's line.
-pub(crate) fn handed_over(template: &'static str) {
+/// A lock with `labels` was passed to the next task in its locker's line.
+pub(crate) fn handed_over(labels: Labels) {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(
         "lock_handovers_total",
-        "template" => template, "primitive" => PRIMITIVE
+        "template" => labels.template, "primitive" => labels.primitive
     )
     .increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = template;
+    let _ = labels;
 }
 
-/// A release of a lock of `template` failed.
-pub(crate) fn release_failed(template: &'static str) {
+/// A release of a lock with `labels` failed.
+pub(crate) fn release_failed(labels: Labels) {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(
         "lock_release_errors_total",
-        "template" => template, "primitive" => PRIMITIVE
+        "template" => labels.template, "primitive" => labels.primitive
     )
     .increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = template;
+    let _ = labels;
 }
 
 /// Describes every metric to the installed recorder (units and help

@@ -34,21 +34,19 @@ use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
 use crate::engine::core::Core;
 use crate::engine::lease::{FenceBasis, Grant, Lease};
+use crate::engine::primitive::{AcquireReply, Primitive, Try};
+use crate::engine::release::Hold;
 use crate::engine::retry;
 use crate::engine::stats::Counters;
 use crate::engine::validity;
 use crate::engine::wait::{Backoff, Sightings, Subscription, Turn};
 use crate::error::LockError;
 use crate::host::LetGo;
-use crate::keys::LockKeys;
 use crate::metrics;
 use crate::owner::OwnerToken;
-use crate::primitive::exclusive::guard::LockGuard;
-use crate::primitive::exclusive::{self, AcquireReply, Acquisition};
 
-/// What the request decided.
+/// What the request decided, beyond its primitive.
 pub(crate) struct Plan {
-    pub(crate) keys: LockKeys,
     /// The lease, in whole milliseconds.
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
@@ -60,10 +58,11 @@ pub(crate) struct Plan {
     pub(crate) template: &'static str,
 }
 
-/// One acquisition in progress.
-pub(crate) struct Attempt {
+/// One acquisition of primitive `P` in progress.
+pub(crate) struct Attempt<P: Primitive> {
     core: Arc<Core>,
     plan: Plan,
+    primitive: P,
     token: OwnerToken,
     route: Route,
     flight: InFlight,
@@ -97,7 +96,7 @@ pub(crate) struct Attempt {
     /// When the attempt tries again if no release message wakes it first:
     /// kept across wake-ups by messages whose try still found the lock
     /// busy, so that it also tries at moments of its own (a message may
-    /// always come too late for it to win, see [`crate::primitive::exclusive::handover`]).
+    /// always come too late for it to win, see [`crate::engine::handover`]).
     timer_due: Option<Instant>,
     /// Once moved: set when the caller lets go of the acquisition.
     let_go: Option<LetGo>,
@@ -112,9 +111,9 @@ struct Parked {
 }
 
 /// Where an attempt stands when it stops to be moved or ends.
-enum Step {
+enum Step<P: Primitive> {
     /// Passed by this locker's last holder (taken by the caller's task).
-    Granted(LockGuard),
+    Granted(Hold<P>),
     /// Granted by the server, still armed: the caller's task takes it
     /// ([`Attempt::grant`]), so that the hold begins where the caller is
     /// (its metrics recorder and tracing subscriber may be its thread's
@@ -126,8 +125,8 @@ enum Step {
     Move,
 }
 
-impl Attempt {
-    pub(crate) fn new(core: &Arc<Core>, plan: Plan) -> Self {
+impl<P: Primitive> Attempt<P> {
+    pub(crate) fn new(core: &Arc<Core>, plan: Plan, primitive: P) -> Self {
         // Only Redlock leaves calls running after it answers.
         let (flight, landing) = match core.backend {
             Backend::Redlock(ref masters) => {
@@ -143,6 +142,7 @@ impl Attempt {
                 blocking: plan.replicas.is_some(),
             },
             plan,
+            primitive,
             token: OwnerToken::random(&core.holder),
             flight,
             landing,
@@ -177,7 +177,7 @@ impl Attempt {
     /// `span` is the acquisition's: the moved part runs in it too, and is
     /// traced to the caller's subscriber (a thread's own, as a test sets,
     /// is not the library thread's), like the part the caller polls.
-    pub(crate) async fn run(mut self, span: tracing::Span) -> Result<LockGuard, LockError> {
+    pub(crate) async fn run(mut self, span: tracing::Span) -> Result<Hold<P>, LockError> {
         let replicas = self.plan.replicas.map_or(Duration::ZERO, |ack| ack.timeout);
         let bound = self
             .plan
@@ -211,9 +211,9 @@ impl Attempt {
     /// What the acquisition answers for `step` (None: cut at its `bound`).
     fn finish(
         &mut self,
-        step: Option<Result<Step, LockError>>,
+        step: Option<Result<Step<P>, LockError>>,
         bound: Duration,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<Hold<P>, LockError> {
         let result = match step {
             Some(Ok(Step::Granted(guard))) => Ok(guard),
             Some(Ok(Step::Won(won))) => {
@@ -238,7 +238,7 @@ impl Attempt {
 
     /// Takes the turn, then contends; `may_move`: stops with
     /// [`Step::Move`] when a try finds the lock busy.
-    async fn attempt(&mut self, may_move: bool) -> Result<Step, LockError> {
+    async fn attempt(&mut self, may_move: bool) -> Result<Step<P>, LockError> {
         let started = self.started;
         // An acquisition that may wait takes its turn among this locker's
         // tasks for the key first (see `Turns`); one that tries once does not.
@@ -260,7 +260,7 @@ impl Attempt {
     /// Tries, and on a busy lock waits for its release and tries again,
     /// until granted or the wait runs out; `may_move`: stops with
     /// [`Step::Move`] instead of waiting.
-    async fn contend(&mut self, may_move: bool) -> Result<Step, LockError> {
+    async fn contend(&mut self, may_move: bool) -> Result<Step<P>, LockError> {
         let clock = self.core.clock();
         let started = self.started;
         loop {
@@ -307,7 +307,7 @@ impl Attempt {
                     down,
                 } => {
                     let failed = LockError::QuorumNotReached {
-                        key: self.plan.keys.name().to_owned(),
+                        key: self.primitive.keys().name().to_owned(),
                         granted,
                         needed,
                     };
@@ -423,9 +423,8 @@ impl Attempt {
             // connections included.
             self.armed = true;
             let sent_at = self.core.clock().now();
-            let acquisition = Acquisition {
+            let attempt = Try {
                 route: self.route,
-                keys: &self.plan.keys,
                 token: &self.token,
                 ttl: self.plan.ttl,
                 replicas: self.plan.replicas,
@@ -433,7 +432,10 @@ impl Attempt {
                 plain_first,
                 line: self.turn.is_some().then_some(self.core.line),
             };
-            let answer = exclusive::acquire(&self.core.backend, &acquisition).await;
+            let answer = self
+                .primitive
+                .try_acquire(&self.core.backend, &attempt)
+                .await;
             self.down_majority = None;
             match answer {
                 Ok(AcquireReply::NoQuorum {
@@ -445,7 +447,7 @@ impl Attempt {
                     self.armed = false;
                     retried = true;
                     self.down_majority = Some(LockError::QuorumNotReached {
-                        key: self.plan.keys.name().to_owned(),
+                        key: self.primitive.keys().name().to_owned(),
                         granted,
                         needed,
                     });
@@ -480,7 +482,7 @@ impl Attempt {
     /// the key (see [`crate::engine::wait::Turns`]); true when it had to wait
     /// behind others.
     async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<bool, LockError> {
-        let key = self.plan.keys.lock();
+        let key = self.primitive.keys().lock();
         let Some(turn) = self.core.turns.wait_turn(key, wait).await else {
             // Behind this locker's other tasks for the whole wait.
             self.contended = true;
@@ -492,10 +494,10 @@ impl Attempt {
     }
 
     /// Takes the lock the last holder passed to this turn (see
-    /// [`crate::primitive::exclusive::handover`]) when it was passed as this attempt would have
+    /// [`crate::engine::handover`]) when it was passed as this attempt would have
     /// taken it (same lease, no replicas to wait for) and is still valid;
     /// gives any other back first.
-    async fn take_handover(&mut self, started: Instant) -> Option<LockGuard> {
+    async fn take_handover(&mut self, started: Instant) -> Option<Hold<P>> {
         let handover = self.turn.as_mut()?.take_handover()?;
         // A hold continued in process keeps its lease only while renewed.
         let fits = handover.ttl == self.plan.ttl
@@ -525,14 +527,14 @@ impl Attempt {
         if handover.in_process {
             Counters::bump(&self.core.counters.handovers_in_process);
         }
-        metrics::handed_over(self.plan.template);
+        metrics::handed_over(self.labels());
         handover.taken();
         Some(self.grant(won, started, true, true))
     }
 
     /// Holds back (within the wait) while the lock the last holder let go
     /// of is kept for the callers outside this locker (see
-    /// [`crate::primitive::exclusive::handover`]): until its grace ends, or one of them released
+    /// [`crate::engine::handover`]): until its grace ends, or one of them released
     /// it (true: it took the lock and let go already). The release that
     /// let it go is never news to this locker's listener; any message
     /// heard since the line's last try is one of theirs.
@@ -562,7 +564,7 @@ impl Attempt {
     async fn listen(&mut self, left: Duration) -> bool {
         let patience = left.min(self.core.config.response_timeout);
         let releases = self.core.releases.clone();
-        let channel = self.plan.keys.channel().to_owned();
+        let channel = self.primitive.keys().channel().to_owned();
         let Some(turn) = self.turn.as_mut() else {
             return false;
         };
@@ -592,13 +594,9 @@ impl Attempt {
     async fn give_back(&mut self) {
         // Not after the try's calls: they belong to this attempt, which
         // stays armed for them (see below).
-        let released = exclusive::release(
-            &self.core.backend,
-            self.route,
-            &self.plan.keys,
-            &self.token,
-            None,
-        );
+        let released = self
+            .primitive
+            .release(&self.core.backend, self.route, &self.token, None);
         if released.await.is_ok() && matches!(self.core.backend, Backend::Node(_)) {
             self.armed = false;
         }
@@ -617,6 +615,14 @@ impl Attempt {
         Ok(())
     }
 
+    /// The metric labels of what this attempt takes.
+    fn labels(&self) -> metrics::Labels {
+        metrics::Labels {
+            template: self.plan.template,
+            primitive: P::NAME,
+        }
+    }
+
     /// Time since `instant`, on the locker's clock.
     fn since(&self, instant: Instant) -> Duration {
         self.core.clock().now().saturating_duration_since(instant)
@@ -624,14 +630,14 @@ impl Attempt {
 
     fn timeout(&self, started: Instant) -> LockError {
         LockError::Timeout {
-            key: self.plan.keys.name().to_owned(),
+            key: self.primitive.keys().name().to_owned(),
             waited: self.since(started),
         }
     }
 
     /// The lock is ours, granted by the server or `passed` by the last
     /// holder in this locker's line.
-    fn grant(&mut self, won: Won, started: Instant, contended: bool, passed: bool) -> LockGuard {
+    fn grant(&mut self, won: Won, started: Instant, contended: bool, passed: bool) -> Hold<P> {
         let Won {
             fence,
             sent_at,
@@ -647,7 +653,7 @@ impl Attempt {
         }
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
-            keys: self.plan.keys.clone(),
+            keys: self.primitive.keys().clone(),
             // Not needed here any more: the attempt is disarmed.
             token: self.token.take(),
             fence,
@@ -658,7 +664,7 @@ impl Attempt {
             fence_basis,
             clock: core.clock(),
             max_hold: self.plan.max_hold,
-            template: self.plan.template,
+            labels: self.labels(),
         }));
         if let Some(turn) = self.turn.as_mut() {
             turn.granted(passed || self.gave_back_pass);
@@ -667,17 +673,23 @@ impl Attempt {
             core.watchdog
                 .watch(lease.clone(), self.plan.renews, sent_at, self.turn.take());
         tracing::debug!(
-            key = self.plan.keys.name(),
+            key = self.primitive.keys().name(),
             fence,
             waited_ms = u64::try_from(self.since(started).as_millis()).unwrap_or(u64::MAX),
             passed,
             "lock acquired"
         );
-        LockGuard::new(lease, core.clone(), self.landing.take(), watched)
+        Hold::new(
+            lease,
+            core.clone(),
+            self.primitive.clone(),
+            self.landing.take(),
+            watched,
+        )
     }
 }
 
-impl Drop for Attempt {
+impl<P: Primitive> Drop for Attempt<P> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -686,12 +698,13 @@ impl Drop for Attempt {
         // same route: the release cannot overtake the grant it undoes.
         let landing = self.landing.take();
         let backend = self.core.backend.clone();
-        let (route, keys, token) = (self.route, self.plan.keys.clone(), self.token.clone());
+        let (route, primitive, token) = (self.route, self.primitive.clone(), self.token.clone());
+        let name = primitive.keys().name().to_owned();
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
-            let released = exclusive::release(&backend, route, &keys, &token, landing.as_ref());
+            let released = primitive.release(&backend, route, &token, landing.as_ref());
             if let Err(err) = released.await {
-                tracing::debug!(key = keys.name(), error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
+                tracing::debug!(key = name, error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
             }
         });
     }

@@ -29,7 +29,7 @@ pub(crate) struct Core {
     /// every owner token it makes).
     pub(crate) holder: String,
     /// Who this locker's lines of tasks are to the lock scripts (see
-    /// [`crate::primitive::exclusive::handover`]).
+    /// [`crate::engine::handover`]).
     pub(crate) line: LineId,
     next_lease_id: AtomicU64,
 }

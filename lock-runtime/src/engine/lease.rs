@@ -45,8 +45,8 @@ pub(crate) struct Grant {
     pub(crate) fence_basis: FenceBasis,
     pub(crate) clock: Clock,
     pub(crate) max_hold: Option<Duration>,
-    /// The bounded name of the lock for metrics and traces.
-    pub(crate) template: &'static str,
+    /// The lock's bounded names, for metrics and traces.
+    pub(crate) labels: metrics::Labels,
 }
 
 /// One acquired lock.
@@ -63,8 +63,8 @@ pub(crate) struct Lease {
     pub(crate) clock: Clock,
     /// Longest the lease may be renewed for, from its send (`max_hold`).
     pub(crate) max_hold: Option<Duration>,
-    /// The bounded name of the lock, for metrics (see [`crate::metrics`]).
-    pub(crate) template: &'static str,
+    /// The lock's bounded names, for metrics (see [`crate::metrics`]).
+    pub(crate) labels: metrics::Labels,
     /// The hold's span: what happens to the lock while it is held (its
     /// renewals failing, its loss, its release) is recorded in it.
     pub(crate) span: tracing::Span,
@@ -75,7 +75,7 @@ pub(crate) struct Lease {
     capped: AtomicBool,
     /// The locks moved to another server (a failover) since this lease was
     /// last confirmed: until a renewal sent after the move confirms it
-    /// there, it is not passed in process (see [`crate::primitive::exclusive::handover`]).
+    /// there, it is not passed in process (see [`crate::engine::handover`]).
     unconfirmed_since_move: AtomicBool,
     state: watch::Sender<LeaseState>,
     validity: Mutex<Validity>,
@@ -133,10 +133,10 @@ impl Lease {
         let span = tracing::debug_span!(
             "lock.hold",
             key = grant.keys.name(),
-            template = grant.template,
+            template = grant.labels.template,
             fence = grant.fence,
         );
-        metrics::granted(grant.template);
+        metrics::granted(grant.labels);
         Self {
             id: grant.id,
             validity: Mutex::new(Validity {
@@ -150,7 +150,7 @@ impl Lease {
             route: grant.route,
             clock: grant.clock,
             max_hold: grant.max_hold,
-            template: grant.template,
+            labels: grant.labels,
             span,
             granted_at: grant.granted_at,
             fence_basis: grant.fence_basis,
@@ -219,7 +219,7 @@ impl Lease {
             *state = to;
             left = true;
             account();
-            metrics::ended(self.template, || {
+            metrics::ended(self.labels, || {
                 self.clock.now().saturating_duration_since(self.granted_at)
             });
             // Wake subscribers only if there are any: most holds have
@@ -292,7 +292,10 @@ mod tests {
             fence_basis: FenceBasis::issued_now(1),
             clock: Clock::Boot,
             max_hold: None,
-            template: "k",
+            labels: metrics::Labels {
+                template: "k",
+                primitive: "test",
+            },
         })
     }
 

@@ -123,7 +123,7 @@ pub(crate) fn found_gone_at_release(lease: &Lease, counters: &Counters) {
 
 /// The loss's metric and its warning, in the hold's span.
 fn report(lease: &Lease, cause: Cause) {
-    crate::metrics::loss(lease.template, cause.label());
+    crate::metrics::loss(lease.labels, cause.label());
     tracing::warn!(
         parent: &lease.span,
         key = lease.keys.name(),

@@ -9,9 +9,12 @@
 pub(crate) mod attempt;
 pub(crate) mod core;
 pub(crate) mod handle;
+pub(crate) mod handover;
 pub(crate) mod lease;
 pub(crate) mod lost;
+pub(crate) mod primitive;
 pub(crate) mod reentrancy;
+pub(crate) mod release;
 pub(crate) mod renewal;
 pub(crate) mod retry;
 pub(crate) mod stats;

@@ -3,9 +3,10 @@
 pub(crate) mod global;
 pub(crate) mod source;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::backend::permissions::Needs;
+use crate::backend::script::LuaScript;
 use crate::backend::{Backend, Route};
 use crate::config::{LockConfig, Topology};
 use crate::engine::core::Core;
@@ -58,6 +59,17 @@ impl std::fmt::Debug for Locker {
     }
 }
 
+/// Every script the locks run (the primitives' and the engine's renewals),
+/// for loading on a fresh Redlock master.
+fn scripts() -> &'static [&'static LuaScript] {
+    static ALL: LazyLock<Vec<&'static LuaScript>> = LazyLock::new(|| {
+        let mut all = exclusive::scripts::all().to_vec();
+        all.extend(crate::engine::renewal::scripts());
+        all
+    });
+    &ALL
+}
+
 /// Whether the server's user may run everything this locker's locks will
 /// (see [`crate::backend::permissions`]).
 async fn check_permissions(config: &LockConfig, backend: &Backend) -> Result<(), LockError> {
@@ -106,7 +118,7 @@ impl Locker {
         };
         let line = LineId::random();
         let connecting = async {
-            let backend = Backend::connect(&config, crate::primitive::scripts()).await?;
+            let backend = Backend::connect(&config, scripts()).await?;
             check_permissions(&config, &backend).await?;
             let counters = Arc::new(Counters::default());
             let watchdog = match &background {

@@ -1,29 +1,19 @@
-//! Primitives: what a lock *is*, as scripts and the meaning of their
-//! answers. A primitive never opens a connection or picks a node; it hands
-//! script calls to a topology ([`crate::backend`]) and reads what comes
-//! back. Where a topology answers once per master (Redlock), the primitive
-//! also says how the answers add up to a decision.
+//! The lock family: what each lock *is*, as scripts and the meaning of
+//! their answers. A primitive never opens a connection or picks a node; it
+//! hands script calls to a topology ([`crate::backend`]) and reads what
+//! comes back, and where a topology answers once per master (Redlock), it
+//! says how the answers add up to a decision. The engine
+//! ([`crate::engine`]) drives every primitive the same way, through
+//! [`Primitive`](crate::engine::primitive::Primitive).
 //!
 //! - [`exclusive`]: one owner per key, with a lease and a fence.
 //!
-//! A new primitive (read/write, semaphore, fair or multi-key lock) is a new
-//! module here: its Lua scripts, readers for their answers, a renewal
-//! script the watchdog can batch, and, for Redlock, its majority rule. No
-//! topology changes: every topology already runs any script call.
+//! A new primitive is a folder here holding its whole vertical: its
+//! request and guard, its Lua scripts (`.lua` files) with their in-memory
+//! twins, readers for their answers, its key layout under the resource's
+//! hash tag, and for Redlock its majority rule (or a stated refusal). Its
+//! holders are leases the engine renews, of a kind the engine's renewal
+//! knows (see [`crate::engine::renewal`]). No topology changes: every
+//! topology already runs any script call.
 
 pub(crate) mod exclusive;
-
-use std::sync::LazyLock;
-
-use crate::backend::script::LuaScript;
-
-/// Every script the locks run (the primitives' and the engine's renewals),
-/// for loading on a fresh Redlock master.
-pub(crate) fn scripts() -> &'static [&'static LuaScript] {
-    static ALL: LazyLock<Vec<&'static LuaScript>> = LazyLock::new(|| {
-        let mut all = exclusive::scripts::all().to_vec();
-        all.extend(crate::engine::renewal::scripts());
-        all
-    });
-    &ALL
-}

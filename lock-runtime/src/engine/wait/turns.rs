@@ -17,7 +17,7 @@
 //!
 //! When the holder lets go and someone is in line, it may pass the lock
 //! straight to the next task instead of releasing it (see
-//! [`crate::primitive::exclusive::handover`]): the pass travels with the turn.
+//! [`crate::engine::handover`]): the pass travels with the turn.
 //!
 //! The line also keeps the subscription to the lock's release channel
 //! ([`Listening`]) once it needed one, from then until its last member
@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use super::waiters::Subscription;
-use crate::primitive::exclusive::handover::{
+use crate::engine::handover::{
     Handover, PASSES_IN_PROCESS_IN_A_ROW, PASSES_WHILE_OTHERS_WAIT, YIELD_GRACE_MIN,
     next_yield_grace,
 };
@@ -62,7 +62,7 @@ pub(crate) struct Listening {
     /// someone outside the locker: the next in line lets them go first.
     yielded: bool,
     /// How long the next in line holds back after a yield (zero: not
-    /// learnt yet, [`YIELD_GRACE_MIN`]); see [`crate::primitive::exclusive::handover`].
+    /// learnt yet, [`YIELD_GRACE_MIN`]); see [`crate::engine::handover`].
     yield_grace: Duration,
 }
 
@@ -122,14 +122,14 @@ impl Turn {
 
     /// Whether the holder should pass the lock to the next in line rather
     /// than release it: someone is in line, and the line has not yet had
-    /// its share while others wait (see [`crate::primitive::exclusive::handover`]).
+    /// its share while others wait (see [`crate::engine::handover`]).
     pub(crate) fn should_pass(&self) -> bool {
         self.members() > 1
             && !(self.listening.marked && self.listening.passes >= PASSES_WHILE_OTHERS_WAIT)
     }
 
     /// Whether the next pass may be made in process (see
-    /// [`crate::primitive::exclusive::handover`]): the line has not made its share of those in
+    /// [`crate::engine::handover`]): the line has not made its share of those in
     /// a row since the server last saw the lock.
     pub(crate) fn may_pass_in_process(&self) -> bool {
         self.listening.passes_in_process < PASSES_IN_PROCESS_IN_A_ROW
@@ -138,7 +138,7 @@ impl Turn {
     /// The holder lets go of the lock rather than passing it: when that is
     /// because the line had its share while others wait, it lets it go for
     /// them, and this answers for how long the line keeps off it (see
-    /// [`crate::primitive::exclusive::handover`]); the next in line then holds back as long
+    /// [`crate::engine::handover`]); the next in line then holds back as long
     /// (see [`Self::take_yield`]).
     pub(crate) fn yields(&mut self) -> Option<Duration> {
         self.listening.yielded = self.members() > 1
@@ -153,7 +153,7 @@ impl Turn {
         std::mem::take(&mut self.listening.yielded)
     }
 
-    /// How long to hold back after a yield (see [`crate::primitive::exclusive::handover`]).
+    /// How long to hold back after a yield (see [`crate::engine::handover`]).
     pub(crate) fn yield_grace(&self) -> Duration {
         self.listening.yield_grace.max(YIELD_GRACE_MIN)
     }

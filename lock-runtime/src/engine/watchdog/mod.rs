@@ -419,17 +419,17 @@ impl Drop for Orphaned {
 /// Applies one batch's answer and reports what it found.
 fn apply(shared: &Shared, outcome: BatchOutcome, counters: &Counters) {
     let applied = shared.schedule().apply(outcome, shared.clock.now());
-    for template in &applied.renewed {
+    for labels in &applied.renewed {
         Counters::bump(&counters.renewed);
-        metrics::renewal(template, "renewed");
+        metrics::renewal(*labels, "renewed");
     }
     for (lease, turn) in applied.lost {
-        metrics::renewal(lease.template, "refused");
+        metrics::renewal(lease.labels, "refused");
         lost::declare(&lease, Cause::Refused, counters);
         drop(turn);
     }
-    for template in &applied.unconfirmed {
-        metrics::renewal(template, "unconfirmed");
+    for labels in &applied.unconfirmed {
+        metrics::renewal(*labels, "unconfirmed");
     }
     if !applied.unconfirmed.is_empty() {
         Counters::bump(&counters.renewal_errors);
@@ -494,7 +494,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
     let result = renewal::renew(&backend, &renewals).await;
     BatchOutcome {
         ids: batch.iter().map(|lease| lease.id).collect(),
-        templates: batch.iter().map(|lease| lease.template).collect(),
+        labels: batch.iter().map(|lease| lease.labels).collect(),
         sent_at,
         result,
     }
@@ -524,7 +524,10 @@ mod tests {
             fence_basis: FenceBasis::issued_now(id),
             clock: Clock::Boot,
             max_hold: None,
-            template: "k",
+            labels: crate::metrics::Labels {
+                template: "k",
+                primitive: "test",
+            },
         }))
     }
 

@@ -11,6 +11,7 @@ use crate::engine::lost::Cause;
 use crate::engine::renewal::Renewed;
 use crate::engine::wait::Turn;
 use crate::error::LockError;
+use crate::metrics::Labels;
 
 /// Most leases renewed by one script call; keeps one call short on the server.
 pub(super) const MAX_BATCH: usize = 512;
@@ -86,9 +87,9 @@ pub(super) struct Schedule {
 /// What came back from one batch command.
 pub(super) struct BatchOutcome {
     pub(super) ids: Vec<u64>,
-    /// Each lease's template, in the order of `ids` (for metrics, also of
-    /// leases released while their renewal was in flight).
-    pub(super) templates: Vec<&'static str>,
+    /// Each lease's metric labels, in the order of `ids` (also of leases
+    /// released while their renewal was in flight).
+    pub(super) labels: Vec<Labels>,
     pub(super) sent_at: Instant,
     pub(super) result: Result<Vec<Renewed>, LockError>,
 }
@@ -96,14 +97,14 @@ pub(super) struct BatchOutcome {
 /// What applying a batch's answer found.
 #[derive(Default)]
 pub(super) struct Applied {
-    /// The templates of the leases renewed (for metrics).
-    pub(super) renewed: Vec<&'static str>,
+    /// The metric labels of the leases renewed.
+    pub(super) renewed: Vec<Labels>,
     /// The leases the server refused, with their holders' turns (to be
     /// given up once the loss is reported).
     pub(super) lost: Vec<(Arc<Lease>, Option<Turn>)>,
-    /// The templates of the leases that could not be confirmed, and will
-    /// be retried.
-    pub(super) unconfirmed: Vec<&'static str>,
+    /// The metric labels of the leases that could not be confirmed, and
+    /// will be retried.
+    pub(super) unconfirmed: Vec<Labels>,
     /// The whole batch failed with this.
     pub(super) failed: Option<LockError>,
 }
@@ -422,17 +423,17 @@ impl Schedule {
     pub(super) fn apply(&mut self, outcome: BatchOutcome, now: Instant) -> Applied {
         let BatchOutcome {
             ids,
-            templates,
+            labels,
             sent_at,
             result,
         } = outcome;
         let mut applied = Applied::default();
         match result {
             Ok(answers) => {
-                for ((id, template), answer) in ids.into_iter().zip(templates).zip(answers) {
+                for ((id, labels), answer) in ids.into_iter().zip(labels).zip(answers) {
                     match answer {
                         Renewed::Yes => {
-                            applied.renewed.push(template);
+                            applied.renewed.push(labels);
                             self.renewed(id, sent_at, now);
                         }
                         Renewed::Gone => {
@@ -442,14 +443,14 @@ impl Schedule {
                             }
                         }
                         Renewed::Unknown => {
-                            applied.unconfirmed.push(template);
+                            applied.unconfirmed.push(labels);
                             self.retry(id, now);
                         }
                     }
                 }
             }
             Err(err) => {
-                applied.unconfirmed = templates;
+                applied.unconfirmed = labels;
                 for id in ids {
                     self.retry(id, now);
                 }
@@ -530,7 +531,10 @@ mod tests {
             fence_basis: crate::engine::lease::FenceBasis::issued_now(id),
             clock: crate::host::clock::Clock::Boot,
             max_hold,
-            template: "k",
+            labels: Labels {
+                template: "k",
+                primitive: "test",
+            },
         }))
     }
 
@@ -541,7 +545,13 @@ mod tests {
     fn answer(ids: &[u64], sent_at: Instant, renewed: Renewed) -> BatchOutcome {
         BatchOutcome {
             ids: ids.to_vec(),
-            templates: vec!["k"; ids.len()],
+            labels: vec![
+                Labels {
+                    template: "k",
+                    primitive: "test",
+                };
+                ids.len()
+            ],
             sent_at,
             result: Ok(vec![renewed; ids.len()]),
         }
@@ -787,7 +797,7 @@ mod tests {
             for batch in schedule.take_due(now) {
                 let failed = BatchOutcome {
                     ids: batch.iter().map(|lease| lease.id).collect(),
-                    templates: batch.iter().map(|lease| lease.template).collect(),
+                    labels: batch.iter().map(|lease| lease.labels).collect(),
                     sent_at: now,
                     result: Err(LockError::config("test: server down")),
                 };
@@ -822,7 +832,7 @@ mod tests {
         let batch = schedule.take_due(due).remove(0);
         let failed = BatchOutcome {
             ids: batch.iter().map(|lease| lease.id).collect(),
-            templates: batch.iter().map(|lease| lease.template).collect(),
+            labels: batch.iter().map(|lease| lease.labels).collect(),
             sent_at: due,
             result: Err(LockError::config("test: a dropped connection")),
         };

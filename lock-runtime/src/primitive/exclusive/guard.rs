@@ -1,25 +1,13 @@
-//! [`LockGuard`]: proof of holding a lock, and the way to give it back.
+//! [`LockGuard`]: proof of holding an exclusive lock, and the way to give
+//! it back.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
-use crate::backend::Backend;
-use crate::backend::flights::Landing;
-use crate::engine::core::Core;
+use super::Exclusive;
 use crate::engine::handle::LockHandle;
-use crate::engine::lease::{Lease, LeaseState};
-use crate::engine::lost;
-use crate::engine::retry::retried_once;
-use crate::engine::stats::Counters;
-use crate::engine::wait::Turn;
-use crate::engine::watchdog::Watched;
+use crate::engine::release::Hold;
 use crate::error::LockError;
-use crate::owner::OwnerToken;
-use crate::primitive::exclusive::handover::Handover;
-use crate::primitive::exclusive::{self, Passed};
 
 /// A held lock. While it lives, the watchdog renews the lease (unless the
 /// request turned it off); [`release`](Self::release) gives the lock back,
@@ -39,20 +27,7 @@ use crate::primitive::exclusive::{self, Passed};
 /// ```
 #[must_use = "dropping a guard releases its lock at once"]
 pub struct LockGuard {
-    handle: LockHandle,
-    core: Arc<Core>,
-    /// The acquisition's calls still running on slow Redlock masters: a
-    /// release waits for them, so that it cannot overtake one.
-    landing: Option<Landing>,
-    /// The watchdog's watch over the lease, until released. It keeps the
-    /// holder's turn in its locker's line for the key: the next task in
-    /// line tries once the release is done, or as soon as the lease is
-    /// lost.
-    watched: Option<Watched>,
-    released: bool,
-    /// `release()` began, and may have deleted the lock before it was cut
-    /// or failed: the drop's release then finds it gone for that reason.
-    release_began: bool,
+    hold: Hold<Exclusive>,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -66,56 +41,44 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        lease: Arc<Lease>,
-        core: Arc<Core>,
-        landing: Option<Landing>,
-        watched: Watched,
-    ) -> Self {
-        Self {
-            handle: LockHandle::new(lease),
-            core,
-            landing,
-            watched: Some(watched),
-            released: false,
-            release_began: false,
-        }
+    pub(crate) fn new(hold: Hold<Exclusive>) -> Self {
+        Self { hold }
+    }
+
+    fn handle_ref(&self) -> &LockHandle {
+        self.hold.handle()
     }
 
     /// The lock key as requested (without the configured prefix).
     pub fn key(&self) -> &str {
-        self.handle.key()
+        self.handle_ref().key()
     }
 
     /// The fencing token; see [`LockHandle::fence`].
     pub fn fence(&self) -> u64 {
-        self.handle.fence()
+        self.handle_ref().fence()
     }
 
     /// The lease length the lock was taken with.
     pub fn ttl(&self) -> Duration {
-        self.handle.ttl()
+        self.handle_ref().ttl()
     }
 
     /// Whether the lock is still ours; see [`LockHandle::is_held`].
     pub fn is_held(&self) -> bool {
-        self.handle.is_held()
+        self.handle_ref().is_held()
     }
 
     /// Completes when the lock is known lost, before the key can expire on
     /// the server; see [`LockHandle::lost`].
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.handle.lost()
+        self.handle_ref().lost()
     }
 
     /// A cloneable view of this lock (key, fence, loss signal) to hand to
     /// code that must not release it.
     pub fn handle(&self) -> LockHandle {
-        self.handle.clone()
-    }
-
-    fn lease(&self) -> &Arc<Lease> {
-        self.handle.lease()
+        self.handle_ref().clone()
     }
 
     /// Releases the lock: deletes the key only if it is still ours and
@@ -138,234 +101,7 @@ impl LockGuard {
     /// before the answer), the guard's drop tries once more in the
     /// background; the compare-and-delete makes that safe, and the lease
     /// bounds the lock either way.
-    pub async fn release(mut self) -> Result<bool, LockError> {
-        self.release_began = true;
-        self.lease().mark_released();
-        let mut turn = self.watched.take().and_then(Watched::end);
-        let bound = self.core.config.two_calls_bound();
-        // Borrowed, not taken: if this future is dropped before the calls
-        // still in flight landed, the guard's drop waits for them, so that
-        // its release does not overtake an acquisition's late second step.
-        let landing = self.landing.as_ref();
-        let (core, lease) = (self.core.clone(), self.lease().clone());
-        // Only the in-memory store is used outside a runtime: its calls
-        // never wait, and a timer would need a runtime.
-        let bounded = self.core.host.check_runtime().is_ok();
-        let releasing = async move {
-            let letting_go = let_go(&core, &lease, landing, &mut turn, false);
-            if !bounded {
-                return letting_go.await;
-            }
-            match tokio::time::timeout(bound, letting_go).await {
-                Ok(result) => result,
-                Err(_) => Err(LockError::redis_timeout("release", bound)),
-            }
-            // The turn goes to the next in line here, with the lock if it
-            // was passed.
-        };
-        // Boxed for the same reason as an acquisition (see `LockRequest`).
-        let releasing: BoxFuture<'_, Result<bool, LockError>> =
-            Box::pin(self.core.host.enter(releasing));
-        let deleted = releasing.await.inspect_err(|_| {
-            release_failed(&self.core, self.handle.lease());
-        })?;
-        self.released = true;
-        Ok(deleted)
-    }
-}
-
-/// Lets go of `lease`'s lock if it is still ours, after the acquisition's
-/// calls still in flight ended: passes it to the next task in `turn`'s
-/// line when there is one (see [`crate::primitive::exclusive::handover`]), else deletes it.
-/// True when it was still ours. `sent_before`: a release of this lease was
-/// sent already and cut before its answer, so a lock found gone may be
-/// that release's doing rather than a loss.
-async fn let_go(
-    core: &Core,
-    lease: &Lease,
-    landing: Option<&Landing>,
-    turn: &mut Option<Turn>,
-    mut sent_before: bool,
-) -> Result<bool, LockError> {
-    if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
-        && let Backend::Node(node) = &core.backend
-    {
-        if turn.may_pass_in_process()
-            && let Some(handover) = Handover::in_process(lease, core, core.clock().now())
-        {
-            turn.pass(handover, None);
-            Counters::bump(&core.counters.released);
-            return Ok(true);
-        }
-        let mut handover = Handover::prepare(
-            &lease.keys,
-            core,
-            OwnerToken::random(&core.holder),
-            lease.ttl,
-            lease.route,
-            core.clock().now(),
-        );
-        let pass = exclusive::Pass {
-            route: lease.route,
-            keys: &lease.keys,
-            giver: &lease.token,
-            given_fence: lease.fence,
-            taker: &handover.token,
-            ttl: lease.ttl,
-        };
-        match exclusive::pass(node, &pass).await {
-            Ok(Passed::To { fence, marked }) => {
-                handover.passed(fence);
-                turn.pass(handover, Some(marked));
-                count_released(core, lease);
-                return Ok(true);
-            }
-            Ok(Passed::NotOurs) => {
-                handover.void();
-                lost::found_gone_at_release(lease, &core.counters);
-                return Ok(false);
-            }
-            // Unknown whether it passed: release the taker's token, and
-            // if it was not there, the giver's (on the pass's route, so
-            // after it). The lock was ours to the end if either was there.
-            Err(err) => {
-                tracing::debug!(key = lease.keys.name(), error = %err, "passing the lock failed; releasing it");
-                match handover.give_back().await {
-                    Some(true) => {
-                        count_released(core, lease);
-                        return Ok(true);
-                    }
-                    Some(false) => {}
-                    // The pass may have happened, and the giver's token
-                    // be gone for that reason.
-                    None => sent_before = true,
-                }
-            }
-        }
-    }
-    // After its share while others wait, the line lets the lock go for
-    // them (see `crate::primitive::exclusive::handover`).
-    let grace = turn.as_mut().and_then(Turn::yields);
-    if let (Some(grace), Backend::Node(node)) = (grace, &core.backend) {
-        let (route, keys, token) = (lease.route, &lease.keys, &lease.token);
-        return release(core, lease, sent_before, || {
-            exclusive::yield_to_others(node, route, keys, token, core.line, grace)
-        })
-        .await;
-    }
-    release(core, lease, sent_before, || {
-        exclusive::release(
-            &core.backend,
-            lease.route,
-            &lease.keys,
-            &lease.token,
-            landing,
-        )
-    })
-    .await
-}
-
-/// Lets go of `lease`'s lock by `call` (a delete, or a yield to others)
-/// if it is still ours; counts it released, or a lock found gone as lost
-/// unless an earlier call may have let go of it (`sent_before`, or this
-/// call's own first try whose connection broke).
-async fn release<Fut>(
-    core: &Core,
-    lease: &Lease,
-    sent_before: bool,
-    mut call: impl FnMut() -> Fut,
-) -> Result<bool, LockError>
-where
-    Fut: std::future::Future<Output = Result<bool, LockError>>,
-{
-    let mut calls = 0;
-    let deleted = retried_once("release", || {
-        calls += 1;
-        call()
-    })
-    .await?;
-    // A lock already reported lost (its hold cap, or a lease that ran out
-    // while its key lingered) is counted once, as lost. One found gone is
-    // counted lost now, unless an earlier call may have deleted it: then
-    // it counts as released.
-    let found_gone = !deleted && calls == 1 && !sent_before;
-    if found_gone {
-        lost::found_gone_at_release(lease, &core.counters);
-    } else {
-        count_released(core, lease);
-    }
-    Ok(deleted)
-}
-
-/// Counts a release of `lease`'s lock that failed.
-fn release_failed(core: &Core, lease: &Lease) {
-    Counters::bump(&core.counters.release_errors);
-    crate::metrics::release_failed(lease.template);
-}
-
-/// Counts `lease`'s lock released (deleted or passed on), unless it was
-/// already reported lost (its hold cap, or a body that ran past its
-/// validity while the key lingered): a lock is counted once.
-fn count_released(core: &Core, lease: &Lease) {
-    if lease.state() != LeaseState::Lost {
-        Counters::bump(&core.counters.released);
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        self.lease().mark_released();
-        let mut turn = self.watched.take().and_then(Watched::end);
-        let (core, lease, landing) = (self.core.clone(), self.lease().clone(), self.landing.take());
-        let bound = self.core.config.two_calls_bound();
-        let sent_before = self.release_began;
-        self.core.host.detach(bound, async move {
-            let mut given_up = GivenUp {
-                core: core.clone(),
-                lease: lease.clone(),
-                counted: false,
-                failure_counted: false,
-            };
-            match let_go(&core, &lease, landing.as_ref(), &mut turn, sent_before).await {
-                Ok(_) => given_up.counted = true,
-                Err(err) => {
-                    release_failed(&core, &lease);
-                    given_up.failure_counted = true;
-                    tracing::warn!(key = lease.keys.name(), error = %err, "background release failed; the lease will expire");
-                }
-            }
-            // The next in line takes the lock passed to it, or tries once
-            // the lock is free.
-            drop(turn);
-        });
-    }
-}
-
-/// A lock its guard's drop gives up: counted released if the release in
-/// the background ends without having counted it (it failed, or was cut
-/// at its bound), since its holder let it go and nothing will report it
-/// lost any more; its lease runs out on the server. A lock acquired ends
-/// counted once, released or lost.
-struct GivenUp {
-    core: Arc<Core>,
-    lease: Arc<Lease>,
-    /// The release answered, and counted the lock itself.
-    counted: bool,
-    /// The release failed, and was counted as such.
-    failure_counted: bool,
-}
-
-impl Drop for GivenUp {
-    fn drop(&mut self) {
-        if !self.counted {
-            count_released(&self.core, &self.lease);
-        }
-        // Cut at its bound: a failure too.
-        if !self.counted && !self.failure_counted {
-            release_failed(&self.core, &self.lease);
-        }
+    pub async fn release(self) -> Result<bool, LockError> {
+        self.hold.release().await
     }
 }

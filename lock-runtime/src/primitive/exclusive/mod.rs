@@ -9,11 +9,14 @@
 //! - [`release`]: delete it only if it is still ours, and announce the
 //!   release to waiters.
 //! - [`pass`]: hand a held lock straight to a new owner (one node only).
+//! - [`yield_to_others`]: let it go for the callers outside the holder's
+//!   locker, keeping it from the holder's line for a grace.
+//!
+//! [`Exclusive`] puts these before the engine ([`Primitive`]).
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
 
 pub(crate) mod guard;
-pub(crate) mod handover;
 pub(crate) mod inspect;
 mod plain;
 pub(crate) mod quorum;
@@ -23,37 +26,80 @@ pub(crate) mod scripts;
 mod twins;
 mod votes;
 
+use std::future::Future;
 use std::time::Duration;
 
-pub(crate) use reply::AcquireReply;
+use futures_util::future::BoxFuture;
 
-use crate::backend::flights::{InFlight, Landing};
+use crate::backend::flights::Landing;
 use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
-use crate::config::ReplicaAck;
+use crate::engine::handover::GiveBack;
+use crate::engine::primitive::{AcquireReply, PassCall, Passed, Primitive, Try};
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::{LineId, OwnerToken};
 use crate::primitive::exclusive::inspect::LockInfo;
 
-/// One try at taking a lock.
-pub(crate) struct Acquisition<'a> {
-    /// Where the try goes; its clean-up goes the same way.
-    pub(crate) route: Route,
-    pub(crate) keys: &'a LockKeys,
-    pub(crate) token: &'a OwnerToken,
-    /// The lease, in the whole milliseconds Redis takes.
-    pub(crate) ttl: Duration,
-    /// Wait for that many replicas after a grant (one node topologies).
-    pub(crate) replicas: Option<ReplicaAck>,
-    /// Carried by calls the try leaves running in the background.
-    pub(crate) flight: &'a InFlight,
-    /// Try the plain commands of [`plain`] first: the acquisition has not
-    /// met a busy lock (where the script's answer is needed anyway).
-    pub(crate) plain_first: bool,
-    /// The line the try is made for, when it takes turns with its
-    /// locker's other tasks: a lock that line let go of for others is
-    /// busy to it (see [`scripts::YIELD`]).
-    pub(crate) line: Option<LineId>,
+/// The exclusive lock of one resource, for one request.
+#[derive(Clone)]
+pub(crate) struct Exclusive {
+    keys: LockKeys,
+}
+
+impl Exclusive {
+    pub(crate) fn new(keys: LockKeys) -> Self {
+        Self { keys }
+    }
+}
+
+impl Primitive for Exclusive {
+    const NAME: &'static str = "exclusive";
+
+    const GIVE_BACK: GiveBack = |backend, route, keys, token| {
+        Box::pin(async move { release(&backend, route, &keys, &token, None).await })
+            as BoxFuture<'static, _>
+    };
+
+    fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
+    fn try_acquire<'a>(
+        &'a self,
+        backend: &'a Backend,
+        attempt: &'a Try<'a>,
+    ) -> impl Future<Output = Result<AcquireReply, LockError>> + Send + 'a {
+        acquire(backend, &self.keys, attempt)
+    }
+
+    fn release<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        landing: Option<&'a Landing>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        release(backend, route, &self.keys, token, landing)
+    }
+
+    fn pass<'a>(
+        &'a self,
+        node: &'a NodeBackend,
+        pass_call: &'a PassCall<'a>,
+    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
+        pass(node, &self.keys, pass_call)
+    }
+
+    fn yield_to_others<'a>(
+        &'a self,
+        node: &'a NodeBackend,
+        route: Route,
+        token: &'a OwnerToken,
+        line: LineId,
+        grace: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        yield_to_others(node, route, &self.keys, token, line, grace)
+    }
 }
 
 /// A line as the acquire script reads it: its id, or empty for none.
@@ -68,39 +114,37 @@ impl std::fmt::Display for LineArg {
     }
 }
 
-impl Acquisition<'_> {
-    fn ttl_ms(&self) -> u64 {
-        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
-    }
+/// A lease's length in the whole milliseconds Redis takes.
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// One try at taking the lock (see [`AcquireReply`]). With replicas to
-/// wait for, a grant that too few of them confirmed is released again
-/// (on the same connection) before [`LockError::NotReplicated`] is
-/// returned, so a failed call leaves nothing behind.
+/// One try at taking the lock of `keys` (see [`AcquireReply`]). With
+/// replicas to wait for, a grant that too few of them confirmed is
+/// released again (on the same connection) before
+/// [`LockError::NotReplicated`] is returned, so a failed call leaves
+/// nothing behind.
 pub(crate) async fn acquire(
     backend: &Backend,
-    attempt: &Acquisition<'_>,
+    keys: &LockKeys,
+    attempt: &Try<'_>,
 ) -> Result<AcquireReply, LockError> {
     let node = match backend {
         Backend::Node(node) => node,
-        Backend::Redlock(masters) => return quorum::acquire(masters, attempt).await,
+        Backend::Redlock(masters) => return quorum::acquire(masters, keys, attempt).await,
     };
     let script = || {
         let mut call = scripts::ACQUIRE.call();
-        call.key(attempt.keys.lock())
+        call.key(keys.lock())
             .arg(attempt.token.as_str())
-            .arg(attempt.ttl_ms())
+            .arg(ttl_ms(attempt.ttl))
             .arg(LineArg(attempt.line));
         call
     };
     let Some(ack) = attempt.replicas else {
         if attempt.plain_first {
-            let pipe = plain::take_if_free(
-                attempt.keys.lock(),
-                attempt.token.as_str(),
-                attempt.ttl_ms(),
-            );
+            let pipe =
+                plain::take_if_free(keys.lock(), attempt.token.as_str(), ttl_ms(attempt.ttl));
             if let Some(plain::Answer(Some(fence))) = node
                 .run_plain::<plain::Answer>(attempt.route, &pipe)
                 .await?
@@ -111,13 +155,13 @@ pub(crate) async fn acquire(
         // Written only now: a free lock taken by the plain commands never
         // needs it.
         return match node.run(attempt.route, &script()).await {
-            Ok(answer) => Ok(AcquireReply::from_script(answer)),
+            Ok(answer) => Ok(reply::read_acquire(answer)),
             Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
             Err(err) => Err(err),
         };
     };
     let (answer, acked) = node.run_then_wait(attempt.route, &script(), ack).await?;
-    let reply = AcquireReply::from_script(answer);
+    let reply = reply::read_acquire(answer);
     if matches!(reply, AcquireReply::Busy { .. }) || acked >= ack.replicas {
         return Ok(reply);
     }
@@ -125,9 +169,9 @@ pub(crate) async fn acquire(
         blocking: true,
         ..attempt.route
     };
-    release_on_node(node, blocking, attempt.keys, attempt.token).await?;
+    release_on_node(node, blocking, keys, attempt.token).await?;
     Err(LockError::NotReplicated {
-        key: attempt.keys.name().to_owned(),
+        key: keys.name().to_owned(),
         acked,
         wanted: ack.replicas,
         timeout: ack.timeout,
@@ -205,36 +249,20 @@ pub(crate) async fn yield_to_others(
     Ok(yielded == 1)
 }
 
-/// What a [`pass`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Passed {
-    /// The taker owns the lock now, with `fence`; `marked` when someone
-    /// outside the giver's locker waits for it.
-    To { fence: u64, marked: bool },
-    /// The lock was no longer the giver's: nothing changed.
-    NotOurs,
-}
-
-/// One hand-over of a held lock (see [`scripts::PASS`]).
-pub(crate) struct Pass<'a> {
-    pub(crate) route: Route,
-    pub(crate) keys: &'a LockKeys,
-    pub(crate) giver: &'a OwnerToken,
-    pub(crate) given_fence: u64,
-    pub(crate) taker: &'a OwnerToken,
-    pub(crate) ttl: Duration,
-}
-
 /// Hands the giver's lock to the taker's token in one step, without
 /// releasing it. One node only: on Redlock each master would need the
 /// hand-over, and a vote on it.
-pub(crate) async fn pass(node: &NodeBackend, pass: &Pass<'_>) -> Result<Passed, LockError> {
+pub(crate) async fn pass(
+    node: &NodeBackend,
+    keys: &LockKeys,
+    pass: &PassCall<'_>,
+) -> Result<Passed, LockError> {
     let mut call = scripts::PASS.call();
     #[cfg(feature = "sabotage")]
     if crate::sabotage::active() == Some(crate::sabotage::Sabotage::BlindRelease) {
         call = scripts::BLIND_PASS.call();
     }
-    call.key(pass.keys.lock())
+    call.key(keys.lock())
         .arg(pass.giver.as_str())
         .arg(pass.taker.as_str())
         .arg(u64::try_from(pass.ttl.as_millis()).unwrap_or(u64::MAX))

@@ -21,7 +21,7 @@
 //!   majority stands at the fence: acquired.
 //! - No majority: decided once every master answered (or hit its bound).
 //!   If failed masters alone make a majority impossible:
-//!   [`AcquireReply::NoQuorum`] (the caller retries within its wait, unless
+//!   `AcquireReply::NoQuorum` (the caller retries within its wait, unless
 //!   a majority is *down*: refused or never reached, rather than slow);
 //!   otherwise other owners are in the way: *busy*, and the waiter sleeps
 //!   until enough of their leases could end.
@@ -85,12 +85,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::votes::{AcquireVotes, Verdict, Vote};
-use super::{AcquireReply, Acquisition};
 use super::{plain, scripts};
 use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing};
 use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
+use crate::engine::primitive::{AcquireReply, Try};
 use crate::engine::wait::{Seen, Sightings};
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -100,12 +100,13 @@ use crate::primitive::exclusive::inspect::LockInfo;
 /// One acquire round on every master (see the module docs).
 pub(crate) async fn acquire(
     masters: &RedlockBackend,
-    attempt: &Acquisition<'_>,
+    keys: &LockKeys,
+    attempt: &Try<'_>,
 ) -> Result<AcquireReply, LockError> {
     if attempt.replicas.is_some() {
         return Err(crate::config::rules::replicas_unsupported("redlock"));
     }
-    let (keys, token, route) = (attempt.keys, attempt.token, attempt.route);
+    let (token, route) = (attempt.token, attempt.route);
     let bound = masters.vote_bound(attempt.ttl);
     let total = masters.len();
     let quarantine = masters.quarantine();
@@ -121,7 +122,7 @@ pub(crate) async fn acquire(
             plain::take_if_free_counted(
                 keys.lock(),
                 token.as_str(),
-                attempt.ttl_ms(),
+                super::ttl_ms(attempt.ttl),
                 keys.counter(),
                 keys.up_mark(),
             )
@@ -272,7 +273,7 @@ fn vote(answer: Result<Vec<i64>, LockError>) -> (Vote, Seen) {
             };
             (fresh, Seen::Free)
         }
-        [granted, value, ..] => match AcquireReply::from_script((granted, value)) {
+        [granted, value, ..] => match super::reply::read_acquire((granted, value)) {
             AcquireReply::Acquired { fence } => (Vote::Granted(fence), Seen::Free),
             AcquireReply::Busy { pttl, .. } => {
                 let at = answer.get(2).and_then(|&now| u64::try_from(now).ok());

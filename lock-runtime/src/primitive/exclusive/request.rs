@@ -4,9 +4,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::Exclusive;
 use crate::config::{ReplicaAck, rules};
 use crate::engine::attempt::{Attempt, Plan};
 use crate::engine::core::Core;
+use crate::engine::primitive::Primitive;
+use crate::engine::release::Hold;
 use crate::engine::stats::Counters;
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -179,7 +182,11 @@ impl LockRequest {
             "waited_ms",
             u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         );
-        metrics::acquisition(self.template, outcome, waited);
+        let labels = metrics::Labels {
+            template: self.template,
+            primitive: Exclusive::NAME,
+        };
+        metrics::acquisition(labels, outcome, waited);
         result
     }
 
@@ -198,7 +205,6 @@ impl LockRequest {
             rules::check_max_hold(cap, format_args!("the max_hold of lock `{}`", self.key))?;
         }
         let plan = Plan {
-            keys,
             ttl: Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
             wait,
             renews: self.watchdog,
@@ -206,15 +212,15 @@ impl LockRequest {
             max_hold: self.max_hold,
             template: self.template,
         };
-        let attempt = Attempt::new(&self.core, plan);
+        let attempt = Attempt::new(&self.core, plan, Exclusive::new(keys));
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
-        let running: BoxFuture<'_, Result<LockGuard, LockError>> =
+        let running: BoxFuture<'_, Result<Hold<Exclusive>, LockError>> =
             Box::pin(tracing::Instrument::instrument(
                 self.core.host.enter(attempt.run(span.clone())),
                 span.clone(),
             ));
-        running.await
+        running.await.map(LockGuard::new)
     }
 }

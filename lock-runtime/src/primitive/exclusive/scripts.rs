@@ -14,7 +14,7 @@
 //! value starts unmarked, and the waiter's next busy try marks it). The
 //! mark also tells the owner's locker that someone outside it wants the
 //! lock, so that its line of tasks lets it go after its share (see
-//! [`crate::primitive::exclusive::handover`]).
+//! [`crate::engine::handover`]).
 //! Nothing else is stored: once a lock is released, or its lease has
 //! passed, nothing of it is left on the server, however many distinct
 //! locks a service takes. One key also means every script touches one key
@@ -31,7 +31,7 @@
 //! between, but it comes a client round trip after the giver's grant, so
 //! it reads a later clock too; it also answers at least the giver's fence
 //! plus one, so even a clock that stepped back cannot repeat a fence from
-//! owner to owner. A pass in process (no script, see [`crate::primitive::exclusive::handover`])
+//! owner to owner. A pass in process (no script, see [`crate::engine::handover`])
 //! answers the giver's fence plus one only while that stays at most the
 //! clock, so the next grant by the server still reads a higher one. Fences
 //! rise per key with no counter to keep, lose, evict or restart, as long
@@ -77,7 +77,7 @@ pub(crate) use crate::engine::renewal::SEEDED;
 /// Takes the lock, or reports how long the current owner still holds it
 /// (and marks it: someone else wants it, a waiter or a caller that tries
 /// once; the owner's locker then lets it go after its share, see
-/// [`crate::primitive::exclusive::handover`]).
+/// [`crate::engine::handover`]).
 ///
 /// `KEYS[1]` lock; `ARGV[1]` owner token, `ARGV[2]` ttl in ms, `ARGV[3]`
 /// the caller's line (its locker's id when it takes turns with that
@@ -115,7 +115,7 @@ return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 });
 
 /// Lets go of a held lock for the callers outside the holder's locker
-/// (see [`crate::primitive::exclusive::handover`]): the key keeps, for a short grace, a mark
+/// (see [`crate::engine::handover`]): the key keeps, for a short grace, a mark
 /// that only the holder's line treats as busy, and the release is
 /// announced. Anyone else takes it as a free lock ([`ACQUIRE`]); if
 /// nobody does, it ends with the grace and nothing is left.
@@ -187,7 +187,7 @@ return 1
 });
 
 /// Hands a held lock straight to a new owner token: the next task of the
-/// holder's locker waiting for the same key (see [`crate::primitive::exclusive::handover`]). The
+/// holder's locker waiting for the same key (see [`crate::engine::handover`]). The
 /// key never becomes free, so nobody else can take it in between, and the
 /// new owner's fence is the clock now, as for any grant.
 ///

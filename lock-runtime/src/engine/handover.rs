@@ -7,12 +7,12 @@
 //! having the next in line take it again costs two round trips, a release
 //! message and a wake-up, and the key is free in between. A pass keeps the
 //! key taken throughout: most often in process, with no server call (below);
-//! otherwise in one round trip, a script that swaps the holder's token on
-//! the key for a fresh token of the next task in line and gives it a fence
-//! from the server's clock, as any grant does (see
-//! [`PASS`](crate::primitive::exclusive::scripts::PASS)). A lock that the
-//! script finds no longer the holder's is not passed, and the next in line
-//! takes it the usual way.
+//! otherwise in one round trip, the primitive's pass script, which swaps
+//! the holder's token on the key for a fresh token of the next task in
+//! line and gives it a fence from the server's clock, as any grant does
+//! (the exclusive lock's `PASS`). A lock that the script finds no longer
+//! the holder's is not passed, and the next in line takes it the usual
+//! way.
 //!
 //! # In process, without the server
 //! Most passes need no server call at all. The lock stays on the server
@@ -45,10 +45,10 @@
 //! it waits or tries once; see the scripts' docs), the line passes it at
 //! most [`PASSES_WHILE_OTHERS_WAIT`] times in a row and then lets it go
 //! for them: the key keeps, for a grace, a mark that this locker's tasks
-//! treat as busy and anyone else as free (the
-//! [`YIELD`](crate::primitive::exclusive::scripts::YIELD) script), and the
-//! release is announced. Whoever outside takes it holds it marked, so its
-//! release wakes the line at once; if nobody takes it, it ends with the
+//! treat as busy and anyone else as free (the primitive's yield script,
+//! the exclusive lock's `YIELD`), and the release is announced. Whoever
+//! outside takes it holds it marked, so its release wakes the line at
+//! once; if nobody takes it, it ends with the
 //! grace and the line takes the lock again. The next in line holds back
 //! that long meanwhile (nothing it could try would succeed), and learns
 //! from the outcome: a grace nobody used is twice as long the next time,
@@ -80,13 +80,21 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
+
 use crate::backend::{Backend, Route};
 use crate::engine::core::Core;
 use crate::engine::lease::{FenceBasis, Lease, LeaseState};
+use crate::error::LockError;
 use crate::host::Host;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
-use crate::primitive::exclusive;
+
+/// How a primitive gives back what an owner token holds on a resource
+/// (its release, on the route the hold was taken on): what an untaken
+/// hand-over is undone with.
+pub(crate) type GiveBack =
+    fn(Backend, Route, LockKeys, OwnerToken) -> BoxFuture<'static, Result<bool, LockError>>;
 
 /// Passes in a row while someone outside the locker waits for the lock.
 pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
@@ -145,16 +153,18 @@ struct Undo {
     keys: LockKeys,
     backend: Backend,
     host: Host,
+    give_back: GiveBack,
     /// How long the release in the background may take.
     bound: Duration,
 }
 
 impl Undo {
-    fn new(keys: &LockKeys, core: &Core) -> Self {
+    fn new(keys: &LockKeys, core: &Core, give_back: GiveBack) -> Self {
         Self {
             keys: keys.clone(),
             backend: core.backend.clone(),
             host: core.host.clone(),
+            give_back,
             bound: core.config.two_calls_bound(),
         }
     }
@@ -162,10 +172,12 @@ impl Undo {
 
 impl Handover {
     /// A hand-over about to be sent to the server: until it is taken, its
-    /// drop releases the taker's token (in the background).
+    /// drop releases the taker's token (in the background, by
+    /// `give_back`).
     pub(crate) fn prepare(
         keys: &LockKeys,
         core: &Core,
+        give_back: GiveBack,
         token: OwnerToken,
         ttl: Duration,
         route: Route,
@@ -179,7 +191,7 @@ impl Handover {
             sent_at,
             fence_basis: FenceBasis::issued_now(0),
             in_process: false,
-            undo: Some(Undo::new(keys, core)),
+            undo: Some(Undo::new(keys, core, give_back)),
         }
     }
 
@@ -191,8 +203,13 @@ impl Handover {
 
     /// `giver`'s hold, passed in process if it may be (see the module
     /// docs): at least half its lease left, and room for one more fence.
-    /// Until it is taken, its drop releases the lock.
-    pub(crate) fn in_process(giver: &Lease, core: &Core, now: Instant) -> Option<Self> {
+    /// Until it is taken, its drop releases the lock (by `give_back`).
+    pub(crate) fn in_process(
+        giver: &Lease,
+        core: &Core,
+        give_back: GiveBack,
+        now: Instant,
+    ) -> Option<Self> {
         // Released by its holder, not lost; and not awaiting confirmation
         // on the server the locks moved to (a failover): the next pass then
         // goes through that server, which tells whether the lock got there.
@@ -217,7 +234,7 @@ impl Handover {
             sent_at: giver.confirmed_at(),
             fence_basis: giver.fence_basis,
             in_process: true,
-            undo: Some(Undo::new(&giver.keys, core)),
+            undo: Some(Undo::new(&giver.keys, core, give_back)),
         })
     }
 
@@ -237,8 +254,13 @@ impl Handover {
     /// background).
     pub(crate) async fn give_back(mut self) -> Option<bool> {
         let undo = self.undo.as_ref()?;
-        let released =
-            exclusive::release(&undo.backend, self.route, &undo.keys, &self.token, None).await;
+        let giving_back = (undo.give_back)(
+            undo.backend.clone(),
+            self.route,
+            undo.keys.clone(),
+            self.token.clone(),
+        );
+        let released = giving_back.await;
         if released.is_ok() {
             self.undo = None;
         }
@@ -252,15 +274,17 @@ impl Drop for Handover {
             keys,
             backend,
             host,
+            give_back,
             bound,
         }) = self.undo.take()
         else {
             return;
         };
-        let (route, token) = (self.route, self.token.clone());
-        host.clone().detach(bound, async move {
-            if let Err(err) = exclusive::release(&backend, route, &keys, &token, None).await {
-                tracing::debug!(key = keys.name(), error = %err, "release of an untaken hand-over failed; the lease will run out");
+        let name = keys.name().to_owned();
+        let giving_back = give_back(backend, self.route, keys, self.token.clone());
+        host.detach(bound, async move {
+            if let Err(err) = giving_back.await {
+                tracing::debug!(key = name, error = %err, "release of an untaken hand-over failed; the lease will run out");
             }
         });
     }

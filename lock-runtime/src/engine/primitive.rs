@@ -1,0 +1,162 @@
+//! The seam between the engine and a primitive: what the engine asks of a
+//! primitive ([`Primitive`]), and the words both speak ([`Try`],
+//! [`AcquireReply`], [`PassCall`], [`Passed`]).
+//!
+//! The engine does what is the same for every primitive: it takes a turn
+//! in its locker's line, tries, listens for a release and tries again
+//! within one bound, keeps a clean-up armed while a try may hold
+//! something, turns a grant into a lease that the watchdog renews and that
+//! is told when it is lost, passes a hold to the next task of the locker
+//! or lets it go for the callers outside it, and releases it now or on
+//! drop. A primitive says what a try, a release and a pass *are* on the
+//! server: its scripts (with their in-memory twins), how their answers
+//! read, and, on Redlock, how many masters make a decision. Each
+//! primitive is a value of a type implementing [`Primitive`], made per
+//! request: it carries what the request names (the resource's
+//! [`LockKeys`], and for the family to come a mode, a limit, a count of
+//! permits).
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::backend::flights::{InFlight, Landing};
+use crate::backend::{Backend, NodeBackend, Route};
+use crate::config::ReplicaAck;
+use crate::engine::handover::GiveBack;
+use crate::engine::wait::Sightings;
+use crate::error::LockError;
+use crate::keys::LockKeys;
+use crate::owner::{LineId, OwnerToken};
+
+/// One primitive of the lock family, as the engine drives it.
+pub(crate) trait Primitive: Clone + Send + Sync + 'static {
+    /// Its name in metrics (`primitive = ..`) and traces.
+    const NAME: &'static str;
+
+    /// How it gives back what an owner token holds on a resource, on the
+    /// route the hold was taken on (an untaken hand-over is undone with
+    /// it; see [`crate::engine::handover`]).
+    const GIVE_BACK: GiveBack;
+
+    /// The resource it takes. Its line in the locker is its lock key
+    /// ([`LockKeys::lock`]), its release messages come on
+    /// [`LockKeys::channel`], and errors name it by [`LockKeys::name`].
+    fn keys(&self) -> &LockKeys;
+
+    /// One try at taking it for `attempt.token`. Idempotent for that
+    /// token: a retry after a lost reply finds the hold already its own.
+    fn try_acquire<'a>(
+        &'a self,
+        backend: &'a Backend,
+        attempt: &'a Try<'a>,
+    ) -> impl Future<Output = Result<AcquireReply, LockError>> + Send + 'a;
+
+    /// Lets go of what `token` holds, if it still holds it, and tells the
+    /// waiters what that freed; true when it held something. On Redlock,
+    /// on each master after `landing` landed there (the calls of the
+    /// acquisition still running on it).
+    fn release<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        landing: Option<&'a Landing>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
+
+    /// Hands the giver's hold to the taker's token in one step on its node
+    /// (the next task in the locker's line), without letting go of it.
+    fn pass<'a>(
+        &'a self,
+        node: &'a NodeBackend,
+        pass: &'a PassCall<'a>,
+    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a;
+
+    /// Lets go of `token`'s hold for the callers outside the locker: the
+    /// locker's `line` keeps off it for `grace` (see
+    /// [`crate::engine::handover`]). True when it still held it.
+    fn yield_to_others<'a>(
+        &'a self,
+        node: &'a NodeBackend,
+        route: Route,
+        token: &'a OwnerToken,
+        line: LineId,
+        grace: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
+}
+
+/// One try at taking a primitive's resource.
+pub(crate) struct Try<'a> {
+    /// Where the try goes; its clean-up goes the same way.
+    pub(crate) route: Route,
+    pub(crate) token: &'a OwnerToken,
+    /// The lease, in the whole milliseconds Redis takes.
+    pub(crate) ttl: Duration,
+    /// Wait for that many replicas after a grant (one node topologies).
+    pub(crate) replicas: Option<ReplicaAck>,
+    /// Carried by calls the try leaves running in the background.
+    pub(crate) flight: &'a InFlight,
+    /// The acquisition has not met a busy resource yet: a primitive may
+    /// try plain commands first (where a busy answer needs its script
+    /// anyway).
+    pub(crate) plain_first: bool,
+    /// The line the try is made for, when it takes turns with its
+    /// locker's other tasks: a resource that line let go of for others is
+    /// busy to it (see [`crate::engine::handover`]).
+    pub(crate) line: Option<LineId>,
+}
+
+/// What one try found.
+#[derive(Clone, Debug)]
+pub(crate) enum AcquireReply {
+    /// The caller holds it now; `fence` is its fencing token.
+    Acquired {
+        /// Strictly increasing per key across all owners.
+        fence: u64,
+    },
+    /// Someone else holds it, for `pttl` more (None when the server did
+    /// not say, e.g. a key written without expiry by something other than
+    /// us). Proves that no earlier try of this acquisition holds it.
+    Busy {
+        /// Remaining lease of the current owner.
+        pttl: Option<Duration>,
+        /// What a Redlock round saw on each master, which tells the release
+        /// messages that follow apart (none elsewhere: every one is news).
+        sightings: Option<Sightings>,
+    },
+    /// Nothing is known: the call did not run this time (a cluster slot in
+    /// mid-migration), but an earlier try of the same acquisition may hold
+    /// it. Try again; a clean-up may still be owed.
+    Unknown,
+    /// Redlock: too few masters granted it, and the round has cleaned up
+    /// after itself. `down` when the masters that failed did so at the
+    /// connection (refused, dropped, never reached) rather than by being
+    /// slow: one more round at once may find them reconnected, and waiting
+    /// longer will not help.
+    NoQuorum {
+        /// Masters that granted it in that round.
+        granted: usize,
+        /// Masters a decision needs.
+        needed: usize,
+        /// A majority is known down, not merely slow.
+        down: bool,
+    },
+}
+
+/// One hand-over of a held resource to the next task in line.
+pub(crate) struct PassCall<'a> {
+    pub(crate) route: Route,
+    pub(crate) giver: &'a OwnerToken,
+    pub(crate) given_fence: u64,
+    pub(crate) taker: &'a OwnerToken,
+    pub(crate) ttl: Duration,
+}
+
+/// What a pass did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Passed {
+    /// The taker holds it now, with `fence`; `marked` when someone
+    /// outside the giver's locker wants it.
+    To { fence: u64, marked: bool },
+    /// It was no longer the giver's: nothing changed.
+    NotOurs,
+}
