@@ -20,7 +20,6 @@ pub(crate) mod memory;
 pub(crate) mod redlock;
 pub(crate) mod script;
 pub(crate) mod single;
-pub(crate) mod words;
 
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
@@ -130,7 +129,7 @@ impl Backend {
         let node = |backend| Ok(Backend::Node(backend));
         match &config.topology {
             Topology::Memory(store) => node(NodeBackend::Memory(Arc::new(
-                memory::MemoryBackend::new(store.clone()),
+                memory::MemoryBackend::new(crate::memory::MemoryStore::of(store)),
             ))),
             // Every lock call on one server runs inside an operation's own
             // bound (an acquisition's, a release's, a clean-up's).

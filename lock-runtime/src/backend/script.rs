@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use redis::{Cmd, FromRedisValue};
 
-use super::words::Words;
+use crate::memory::words::Words;
 use crate::memory::{MemoryStore, Twin};
 
 /// A script's Lua and its SHA1, computed once, and its twin.

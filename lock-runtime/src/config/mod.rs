@@ -9,10 +9,9 @@ pub(crate) mod tls;
 mod topology;
 
 pub(crate) use replicas::ReplicaAck;
-pub(crate) use topology::Topology;
+pub(crate) use topology::{StoreName, Topology};
 
 use crate::error::LockError;
-use crate::memory::MemoryStore;
 
 /// Where and how a [`Locker`](crate::Locker) keeps its locks.
 ///
@@ -109,36 +108,6 @@ impl LockConfig {
         Ok(Self::for_topology(Topology::parse(url)?))
     }
 
-    /// The in-memory store ([`crate::memory`]): locks within this process,
-    /// with no Redis. Each call makes a new, empty store; lockers built from
-    /// this configuration (or its clones) share it, and no other locker
-    /// sees it. `LockConfig::from_url("memory://")` (or `REDIS_URL=memory://`
-    /// with [`LockConfig::from_env`]) names the process-wide store instead.
-    ///
-    /// Its leases, waits and renewals run on the tokio clock of the runtime
-    /// that calls, so a test with `tokio::time::pause()` runs a 30 s lease
-    /// in microseconds. That runtime needs its timers (`enable_time`; on in
-    /// `#[tokio::main]` and `#[tokio::test]`).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), lock_runtime::LockError> {
-    /// let config = lock_runtime::LockConfig::in_memory();
-    /// let locker = lock_runtime::Locker::connect(config).await?;
-    /// let guard = locker.lock("stock:42").acquire().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn in_memory() -> Self {
-        Self::in_memory_store(&MemoryStore::new())
-    }
-
-    /// The in-memory store `store` (see [`LockConfig::in_memory`]), for a
-    /// test that also looks into it ([`MemoryStore::holders`],
-    /// [`MemoryStore::expire`]).
-    pub fn in_memory_store(store: &MemoryStore) -> Self {
-        Self::for_topology(Topology::Memory(store.clone()))
-    }
-
     /// Redis Cluster reached through `nodes` (any of its nodes; the rest are
     /// discovered), each a `redis://host:port` URL. Needs the `cluster` feature
     /// at [`Locker::connect`](crate::Locker::connect). Every seed is
@@ -209,7 +178,7 @@ impl LockConfig {
         Ok(Self::for_topology(Topology::Redlock { masters }))
     }
 
-    fn for_topology(topology: Topology) -> Self {
+    pub(crate) fn for_topology(topology: Topology) -> Self {
         Self {
             topology,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),

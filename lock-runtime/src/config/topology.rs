@@ -14,16 +14,40 @@
 //! `redis+sentinel://user:pass@h1,h2/mymaster?sentinel_password=...`
 //! (and `sentinel_username=...` for a sentinel ACL user).
 
+use std::fmt;
+
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::LockError;
-use crate::memory::MemoryStore;
+
+/// Which in-memory store of this process a configuration names: data, made
+/// into a live store ([`crate::memory::MemoryStore`]) when a locker
+/// connects.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum StoreName {
+    /// The process-wide store of this name (`memory://<name>`).
+    Named(String),
+    /// A store of its own, by its number in the process: the one a
+    /// configuration was made for, shared by every locker connected with
+    /// it (or a clone) while any of them lives.
+    Own(u64),
+}
+
+impl fmt::Debug for StoreName {
+    // As the store itself prints.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreName::Named(name) => write!(f, "MemoryStore({name:?})"),
+            StoreName::Own(_) => f.write_str("MemoryStore"),
+        }
+    }
+}
 
 /// Where the locks live.
 #[derive(Clone, Debug)]
 pub(crate) enum Topology {
     /// An in-memory store of this process.
-    Memory(MemoryStore),
+    Memory(StoreName),
     /// One server (or anything that speaks to clients like one).
     Single(ConnectionInfo),
     /// A Redis Cluster, reached through any of its nodes.
@@ -55,9 +79,8 @@ impl Topology {
             return Err(bad_url(url, "it has no `scheme://`"));
         };
         if scheme.eq_ignore_ascii_case("memory") {
-            return Ok(Topology::Memory(MemoryStore::named(
-                rest.trim_end_matches('/'),
-            )));
+            let name = rest.trim_end_matches('/').to_owned();
+            return Ok(Topology::Memory(StoreName::Named(name)));
         }
         super::tls::check_scheme(url)?;
         check_password_encoded(url)?;
@@ -494,10 +517,7 @@ mod tests {
         let Topology::Memory(shared) = Topology::parse("memory://").unwrap() else {
             panic!("not memory");
         };
-        assert_eq!(
-            format!("{shared:?}"),
-            format!("{:?}", MemoryStore::shared())
-        );
+        assert_eq!(shared, StoreName::Named(String::new()));
         let named = Topology::parse("MEMORY://orders/").unwrap();
         assert_eq!(named.kind(), "memory");
         assert_eq!(named.addresses(), ["MemoryStore(\"orders\")"]);

@@ -27,10 +27,12 @@
 mod keyspace;
 mod store;
 
-use crate::backend::words::Words;
+pub(crate) mod words;
+
 pub(crate) use keyspace::Keyspace;
 pub(crate) use store::Listener;
 pub use store::{HeldLock, MemoryStore};
+use words::Words;
 
 /// A lock script's in-memory twin: `KEYS` and `ARGV` in, the script's
 /// answer out (or why the call is malformed).

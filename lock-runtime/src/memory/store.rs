@@ -2,12 +2,14 @@
 //! every locker configured with it, and the hooks tests use on it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use super::Twin;
 use super::keyspace::{ClockId, Keyspace};
-use crate::backend::words::Words;
+use crate::config::{LockConfig, StoreName, Topology};
+use crate::memory::words::Words;
 
 /// Now, on the tokio clock of the runtime that calls, and which clock
 /// that is.
@@ -42,7 +44,7 @@ fn now() -> (std::time::Instant, ClockId) {
 /// # drop(guard);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<Inner>,
 }
@@ -50,6 +52,9 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct Inner {
     name: Option<String>,
+    /// Its number in the process, for a store of its own (see
+    /// [`StoreName::Own`]).
+    own: Option<u64>,
     keyspace: Mutex<Keyspace>,
     /// Each locker's release listener: called with a channel published
     /// on; answers false once its locker is gone.
@@ -94,10 +99,74 @@ impl std::fmt::Debug for MemoryStore {
     }
 }
 
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The stores of their own that configurations may name, by number; an
+/// entry whose store is gone is swept when another is added.
+static OWN: Mutex<Vec<(u64, Weak<Inner>)>> = Mutex::new(Vec::new());
+
+/// A number no store of its own has had in this process.
+fn next_own() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn own_stores() -> MutexGuard<'static, Vec<(u64, Weak<Inner>)>> {
+    // Plain entries: consistent even if a holder panicked mid-update.
+    OWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl MemoryStore {
     /// A new, empty store of its own.
     pub fn new() -> Self {
-        Self::default()
+        let mut own = own_stores();
+        Self::own(next_own(), &mut own)
+    }
+
+    /// A new, empty store of its own numbered `number`, entered in `own`.
+    fn own(number: u64, own: &mut Vec<(u64, Weak<Inner>)>) -> Self {
+        let store = Self {
+            inner: Arc::new(Inner {
+                own: Some(number),
+                ..Inner::default()
+            }),
+        };
+        own.retain(|(_, inner)| inner.strong_count() > 0);
+        own.push((number, Arc::downgrade(&store.inner)));
+        store
+    }
+
+    /// The live store `name` names: a process-wide one, or the store of
+    /// its own while anyone holds it (made anew, empty, when nobody does:
+    /// no locker was left to see the difference).
+    pub(crate) fn of(name: &StoreName) -> Self {
+        let number = match name {
+            StoreName::Named(name) => return Self::named(name),
+            StoreName::Own(number) => *number,
+        };
+        let mut own = own_stores();
+        let live = own
+            .iter()
+            .find(|(n, _)| *n == number)
+            .and_then(|(_, inner)| inner.upgrade());
+        match live {
+            Some(inner) => Self { inner },
+            None => Self::own(number, &mut own),
+        }
+    }
+
+    /// How a configuration names this store.
+    fn name(&self) -> StoreName {
+        match (&self.inner.name, self.inner.own) {
+            (Some(name), _) => StoreName::Named(name.clone()),
+            (None, Some(number)) => StoreName::Own(number),
+            // Every store is named or numbered when it is made.
+            (None, None) => StoreName::Named(String::new()),
+        }
     }
 
     /// The process-wide store: `memory://`.
@@ -221,9 +290,71 @@ impl MemoryStore {
     }
 }
 
+/// How a configuration names an in-memory store (the store knows how to be
+/// named; a configuration holds the name, not the store).
+impl LockConfig {
+    /// The in-memory store ([`crate::memory`]): locks within this process,
+    /// with no Redis. Each call makes a new, empty store; lockers built from
+    /// this configuration (or its clones) share it, and no other locker
+    /// sees it. `LockConfig::from_url("memory://")` (or `REDIS_URL=memory://`
+    /// with [`LockConfig::from_env`]) names the process-wide store instead.
+    ///
+    /// Its leases, waits and renewals run on the tokio clock of the runtime
+    /// that calls, so a test with `tokio::time::pause()` runs a 30 s lease
+    /// in microseconds. That runtime needs its timers (`enable_time`; on in
+    /// `#[tokio::main]` and `#[tokio::test]`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// let config = lock_runtime::LockConfig::in_memory();
+    /// let locker = lock_runtime::Locker::connect(config).await?;
+    /// let guard = locker.lock("stock:42").acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn in_memory() -> Self {
+        // The store itself is made when the first locker connects.
+        Self::for_topology(Topology::Memory(StoreName::Own(next_own())))
+    }
+
+    /// The in-memory store `store` (see [`LockConfig::in_memory`]), for a
+    /// test that also looks into it ([`MemoryStore::holders`],
+    /// [`MemoryStore::expire`]).
+    pub fn in_memory_store(store: &MemoryStore) -> Self {
+        Self::for_topology(Topology::Memory(store.name()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn store_of(config: &LockConfig) -> MemoryStore {
+        match &config.topology {
+            Topology::Memory(name) => MemoryStore::of(name),
+            _ => panic!("not in memory"),
+        }
+    }
+
+    #[test]
+    fn a_configuration_names_its_store_and_its_clones_share_it() {
+        let store = MemoryStore::new();
+        let config = LockConfig::in_memory_store(&store);
+        assert!(Arc::ptr_eq(&store_of(&config).inner, &store.inner));
+        assert!(Arc::ptr_eq(&store_of(&config.clone()).inner, &store.inner));
+        // A store made for a configuration: the same while anyone holds it.
+        let fresh = LockConfig::in_memory();
+        let first = store_of(&fresh);
+        assert!(Arc::ptr_eq(&store_of(&fresh.clone()).inner, &first.inner));
+        assert!(!Arc::ptr_eq(&first.inner, &store.inner));
+        let other = store_of(&LockConfig::in_memory());
+        assert!(!Arc::ptr_eq(&other.inner, &first.inner));
+        let named = LockConfig::in_memory_store(&MemoryStore::named("orders-test"));
+        assert!(Arc::ptr_eq(
+            &store_of(&named).inner,
+            &MemoryStore::named("orders-test").inner
+        ));
+    }
 
     #[test]
     fn named_stores_are_shared_by_name() {

@@ -3,8 +3,8 @@
 
 use redis::Value;
 
-use crate::backend::words::Words;
 use crate::memory::Keyspace;
+use crate::memory::words::Words;
 use crate::owner::WAITED;
 
 /// `extend.lua`.

@@ -90,29 +90,8 @@ pub(crate) use crate::engine::renewal::SEEDED;
 /// A lock another line let go of for the callers outside it (see
 /// [`YIELD`]) is free to anyone but that line: the taker's value is
 /// marked, so that its release tells the line, which waits.
-pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    local held = redis.call('GET', KEYS[1])
-    local kept = held and string.sub(held, -1) == '^'
-    if held == ARGV[1] or held == ARGV[1] .. '~' then
-        redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    elseif kept and held ~= ARGV[3] .. '^' then
-        redis.call('SET', KEYS[1], ARGV[1] .. '~', 'PX', ARGV[2])
-    else
-        if held and not kept and string.sub(held, -1) ~= '~' then
-            redis.call('APPEND', KEYS[1], '~')
-        end
-        return {0, redis.call('PTTL', KEYS[1])}
-    end
-end
-local now = redis.call('TIME')
-return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
-"#,
-        twins::acquire,
-    )
-});
+pub(crate) static ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/acquire.lua"), twins::acquire));
 
 /// Lets go of a held lock for the callers outside the holder's locker
 /// (see [`crate::engine::handover`]): the key keeps, for a short grace, a mark
@@ -127,24 +106,7 @@ return {1, tonumber(now[1] .. string.format('%06d', now[2]))}
 /// own listener knows it for its own. Returns 1 when the lock was ours
 /// (now let go of), 0 when it was gone or someone else's.
 pub(crate) static YIELD: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
-    return 0
-end
-redis.call('SET', KEYS[1], ARGV[2] .. '^', 'PX', ARGV[3])
-local now = redis.call('TIME')
-local at = now[1] .. string.format('%06d', now[2]) .. ':' .. ARGV[2]
-if ARGV[5] == 'PUBLISH' then
-    redis.call('PUBLISH', ARGV[4], at)
-elseif not pcall(redis.call, ARGV[5], ARGV[4], at) then
-    redis.call('PUBLISH', ARGV[4], at)
-end
-return 1
-"#,
-        twins::yield_to_others,
-    )
+    LuaScript::with_twin(include_str!("scripts/yield.lua"), twins::yield_to_others)
 });
 
 /// Deletes the lock only if the caller still owns it, and tells waiters
@@ -161,30 +123,8 @@ return 1
 /// waiter compares it with when that master last answered it busy (see
 /// `crate::engine::wait::Sightings`). Returns 1 when deleted, 0 when the lock was
 /// gone or someone else's.
-pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then
-    redis.call('DEL', KEYS[1])
-    return 1
-end
-if held ~= ARGV[1] .. '~' then
-    return 0
-end
-redis.call('DEL', KEYS[1])
-local now = redis.call('TIME')
-local at = now[1] .. string.format('%06d', now[2])
-if ARGV[3] == 'PUBLISH' then
-    redis.call('PUBLISH', ARGV[2], at)
-elseif not pcall(redis.call, ARGV[3], ARGV[2], at) then
-    redis.call('PUBLISH', ARGV[2], at)
-end
-return 1
-"#,
-        twins::release,
-    )
-});
+pub(crate) static RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/release.lua"), twins::release));
 
 /// Hands a held lock straight to a new owner token: the next task of the
 /// holder's locker waiting for the same key (see [`crate::engine::handover`]). The
@@ -197,36 +137,15 @@ return 1
 /// changed), else `{1, fence}`, or `{2, fence}` when a waiter had marked it
 /// (the mark stays, so the taker's release announces itself). The fence is
 /// above the giver's even if both grants read the same microsecond.
-pub(crate) static PASS: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
-    return {0, 0}
-end
-local mark = string.sub(held, -1) == '~'
-redis.call('SET', KEYS[1], ARGV[2] .. (mark and '~' or ''), 'PX', ARGV[3])
-local now = redis.call('TIME')
-local fence = tonumber(now[1] .. string.format('%06d', now[2]))
-if fence <= tonumber(ARGV[4]) then
-    fence = tonumber(ARGV[4]) + 1
-end
-return {mark and 2 or 1, fence}
-"#,
-        twins::pass,
-    )
-});
+pub(crate) static PASS: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/pass.lua"), twins::pass));
 
 /// A broken release, for the `sabotage` feature only: deletes the key
 /// whoever holds it.
 #[cfg(feature = "sabotage")]
 pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
-        r#"
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], '1')
-return 1
-"#,
+        include_str!("scripts/blind_release.lua"),
         twins::blind_release,
     )
 });
@@ -236,18 +155,7 @@ return 1
 /// path a hand-over takes).
 #[cfg(feature = "sabotage")]
 pub(crate) static BLIND_PASS: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-local now = redis.call('TIME')
-local fence = tonumber(now[1] .. string.format('%06d', now[2]))
-if fence <= tonumber(ARGV[4]) then
-    fence = tonumber(ARGV[4]) + 1
-end
-return {1, fence}
-"#,
-        twins::blind_pass,
-    )
+    LuaScript::with_twin(include_str!("scripts/blind_pass.lua"), twins::blind_pass)
 });
 
 /// What an operator sees of a lock: its value and remaining lease.
@@ -255,18 +163,8 @@ return {1, fence}
 /// `KEYS[1]` lock. Returns `{value, pttl}`, `{'', -2}` when it is free.
 /// The value carries the owner's token; the caller keeps only its public
 /// parts (see [`crate::owner::stored_value`]).
-pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if not held then
-    return {'', -2}
-end
-return {held, redis.call('PTTL', KEYS[1])}
-"#,
-        twins::inspect,
-    )
-});
+pub(crate) static INSPECT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/inspect.lua"), twins::inspect));
 
 /// Deletes the lock whoever holds it, and tells waiters: for operators
 /// (`Locker::force_unlock`). The holder learns of it at its next renewal.
@@ -276,17 +174,7 @@ return {held, redis.call('PTTL', KEYS[1])}
 /// something was deleted.
 pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
-        r#"
-if redis.call('DEL', KEYS[1]) == 0 then
-    return 0
-end
-local now = redis.call('TIME')
-local at = now[1] .. string.format('%06d', now[2])
-if not pcall(redis.call, ARGV[2], ARGV[1], at) then
-    redis.call('PUBLISH', ARGV[1], at)
-end
-return 1
-"#,
+        include_str!("scripts/force_release.lua"),
         twins::force_release,
     )
 });
@@ -321,53 +209,8 @@ return 1
 /// A master whose uptime is unknown is trusted, and so is one restarted
 /// from a snapshot older than its last lock, which brings the mark back
 /// without that lock (the README tells operators to avoid that).
-pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if held and held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
-    if string.sub(held, -1) ~= '~' then
-        redis.call('APPEND', KEYS[1], '~')
-    end
-    local now = redis.call('TIME')
-    return {0, redis.call('PTTL', KEYS[1]), tonumber(now[1] .. string.format('%06d', now[2]))}
-end
-local left = 0
-local quarantine = tonumber(ARGV[3])
-local mark = redis.call('GET', KEYS[3]) or ''
-local fresh_for = tonumber(string.match(mark, '^fresh:(%d+)$') or '-1')
-if fresh_for >= quarantine then
-    left = math.max(redis.call('PTTL', KEYS[3]), 1)
-elseif fresh_for < 0 and (tonumber(mark) or -1) >= quarantine then
-    left = 0
-else
-    local info = redis.call('INFO', 'server')
-    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '-1')
-    if up >= 0 and up * 1000 < quarantine then
-        left = quarantine - up * 1000
-        redis.call('SET', KEYS[3], 'fresh:' .. ARGV[3], 'PX', left)
-    else
-        redis.call('SET', KEYS[3], ARGV[3])
-    end
-end
-local fence = redis.call('INCR', KEYS[2])
-if fence < 1000000000000000 then
-    local now = redis.call('TIME')
-    local seed = now[1] .. string.format('%06d', now[2])
-    if tonumber(seed) > fence then
-        redis.call('SET', KEYS[2], seed)
-        fence = tonumber(seed)
-    end
-end
-if held then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-else
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-return {1, fence, left}
-"#,
-    )
-});
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_counted.lua")));
 
 /// Redlock, after a majority granted: confirms the lock is still ours on
 /// this master and raises its counter to the fence handed out (the highest
@@ -380,26 +223,8 @@ return {1, fence, left}
 /// `KEYS[1]` lock, `KEYS[2]` counter; `ARGV[1]` owner token, `ARGV[2]` fence.
 /// Returns 1 when the lock is ours (and the counter is now at least the
 /// fence), 0 when it is not.
-pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
-        r#"
-local held = redis.call('GET', KEYS[1])
-if held ~= ARGV[1] and held ~= ARGV[1] .. '~' then
-    return 0
-end
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
-local highest = tonumber(ARGV[2])
-if counter < 1000000000000000 then
-    local now = redis.call('TIME')
-    highest = math.max(highest, tonumber(now[1] .. string.format('%06d', now[2])))
-end
-if counter < highest then
-    redis.call('SET', KEYS[2], string.format('%.0f', highest))
-end
-return 1
-"#,
-    )
-});
+pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("scripts/raise_counter.lua")));
 
 /// Every script, for loading on a fresh master.
 pub(crate) fn all() -> &'static [&'static LuaScript] {

@@ -5,8 +5,8 @@
 
 use redis::Value;
 
-use crate::backend::words::Words;
 use crate::memory::Keyspace;
+use crate::memory::words::Words;
 use crate::owner::{KEPT, WAITED};
 
 /// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
