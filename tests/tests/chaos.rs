@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockConfig, Locker};
-use lock_tests::chaos::{Fleet, LockPath, Plan, TTL, report};
+use lock_tests::chaos::{Fleet, LockPath, Plan, TTL, until_met};
 use lock_tests::history::{Minimums, STORE_SCRIPT, ServerFault, store_keys};
 use lock_tests::{RedisCluster, RedisServer, SentinelSetup, Worker, monotonic_ns};
 
@@ -131,37 +131,38 @@ fn one_server_with_faults_on_the_holders() {
     let run_for = run_for(20);
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let store = RedisServer::start();
-    let mut fleet = Fleet::start(
-        WORKER,
-        "single",
-        plan(LockPath::Proxied(server.port()), &store, run_for),
-    );
-    // The quick faults first: the slow ones wait for a long hold, and on a
-    // starved machine a run may have room for only one round of each.
-    let injected = rotate(
-        &mut fleet,
-        &[drop_replies, kill, freeze, cut],
-        |fleet, n| {
-            let start = monotonic_ns();
-            if n % 2 == 0 {
-                server.pause();
-                std::thread::sleep(TTL * 2);
-                server.resume();
-                fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
-            } else {
-                server.restart();
-                fleet.record_server_fault(ServerFault::Restart, start, monotonic_ns());
-            }
-            true
-        },
-    );
-    let verdict = fleet.finish(&store);
     let minimums = Minimums {
         cuts_hit: 1,
         dropped_replies: 1,
         ..minimums(run_for)
     };
-    report("chaos one-server", &verdict, &minimums, injected);
+    until_met("chaos one-server", &minimums, |round| {
+        let mut fleet = Fleet::start(
+            WORKER,
+            &format!("single-{round}"),
+            plan(LockPath::Proxied(server.port()), &store, run_for),
+        );
+        // The quick faults first: the slow ones wait for a long hold, and on a
+        // starved machine a run may have room for only one round of each.
+        let injected = rotate(
+            &mut fleet,
+            &[drop_replies, kill, freeze, cut],
+            |fleet, n| {
+                let start = monotonic_ns();
+                if n % 2 == 0 {
+                    server.pause();
+                    std::thread::sleep(TTL * 2);
+                    server.resume();
+                    fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
+                } else {
+                    server.restart();
+                    fleet.record_server_fault(ServerFault::Restart, start, monotonic_ns());
+                }
+                true
+            },
+        );
+        (fleet.finish(&store), injected)
+    });
 }
 
 /// A three-node cluster: holders killed and frozen, the node that serves a
@@ -171,29 +172,30 @@ fn cluster_with_frozen_nodes_and_migrating_slots() {
     let run_for = run_for(20);
     let cluster = RedisCluster::start();
     let store = RedisServer::start();
-    let mut fleet = Fleet::start(
-        WORKER,
-        "cluster",
-        plan(LockPath::Direct(cluster.url()), &store, run_for),
-    );
-    let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
-        let resource = format!("lock:{{chaos:r{}}}", n % 3);
-        let node = cluster.node_for_key(&resource);
-        let start = monotonic_ns();
-        if n % 2 == 0 {
-            cluster.nodes()[node].pause();
-            std::thread::sleep(TTL * 2);
-            cluster.nodes()[node].resume();
-            fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
-        } else {
-            let slot = cluster.slot_of(&resource);
-            cluster.migrate_slot(slot, node, (node + 1) % cluster.nodes().len());
-            fleet.record_server_fault(ServerFault::Migrate, start, monotonic_ns());
-        }
-        true
+    until_met("chaos cluster", &minimums(run_for), |round| {
+        let mut fleet = Fleet::start(
+            WORKER,
+            &format!("cluster-{round}"),
+            plan(LockPath::Direct(cluster.url()), &store, run_for),
+        );
+        let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
+            let resource = format!("lock:{{chaos:r{}}}", n % 3);
+            let node = cluster.node_for_key(&resource);
+            let start = monotonic_ns();
+            if n % 2 == 0 {
+                cluster.nodes()[node].pause();
+                std::thread::sleep(TTL * 2);
+                cluster.nodes()[node].resume();
+                fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
+            } else {
+                let slot = cluster.slot_of(&resource);
+                cluster.migrate_slot(slot, node, (node + 1) % cluster.nodes().len());
+                fleet.record_server_fault(ServerFault::Migrate, start, monotonic_ns());
+            }
+            true
+        });
+        (fleet.finish(&store), injected)
     });
-    let verdict = fleet.finish(&store);
-    report("chaos cluster", &verdict, &minimums(run_for), injected);
 }
 
 /// Redlock over three masters: holders killed and frozen; one master (a
@@ -204,32 +206,33 @@ fn redlock_with_a_minority_of_masters_faulted() {
     let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
     let url = lock_tests::fixtures::redlock_url(&masters);
     let store = RedisServer::start();
-    let mut fleet = Fleet::start(
-        WORKER,
-        "redlock",
-        plan(LockPath::Direct(url), &store, run_for),
-    );
-    let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
-        let master = &mut masters[n % 3];
-        let start = monotonic_ns();
-        if n % 2 == 0 {
-            master.pause();
-            std::thread::sleep(TTL * 2);
-            master.resume();
-            fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
-        } else {
-            master.restart();
-            fleet.record_server_fault(ServerFault::Restart, start, monotonic_ns());
-        }
-        true
-    });
-    let verdict = fleet.finish(&store);
     // Redlock passes nothing: a pass would need every master's vote.
     let minimums = Minimums {
         passed_in_process: 0,
         ..minimums(run_for)
     };
-    report("chaos redlock", &verdict, &minimums, injected);
+    until_met("chaos redlock", &minimums, |round| {
+        let mut fleet = Fleet::start(
+            WORKER,
+            &format!("redlock-{round}"),
+            plan(LockPath::Direct(url.clone()), &store, run_for),
+        );
+        let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
+            let master = &mut masters[n % 3];
+            let start = monotonic_ns();
+            if n % 2 == 0 {
+                master.pause();
+                std::thread::sleep(TTL * 2);
+                master.resume();
+                fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
+            } else {
+                master.restart();
+                fleet.record_server_fault(ServerFault::Restart, start, monotonic_ns());
+            }
+            true
+        });
+        (fleet.finish(&store), injected)
+    });
 }
 
 /// Sentinel with `wait_for_replicas`: holders killed and frozen, then a

@@ -84,7 +84,8 @@ use futures_util::future::BoxFuture;
 
 use crate::backend::{Backend, Route};
 use crate::engine::core::Core;
-use crate::engine::lease::{FenceBasis, Lease, LeaseState};
+use crate::engine::fence::FenceBasis;
+use crate::engine::lease::{Lease, LeaseState};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::keys::LockKeys;

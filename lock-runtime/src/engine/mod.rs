@@ -8,11 +8,13 @@
 
 pub(crate) mod attempt;
 pub(crate) mod core;
+pub(crate) mod fence;
 pub(crate) mod handle;
 pub(crate) mod handover;
 pub(crate) mod lease;
 pub(crate) mod lost;
 pub(crate) mod primitive;
+pub(crate) mod quorum;
 pub(crate) mod reentrancy;
 pub(crate) mod release;
 pub(crate) mod renewal;

@@ -176,7 +176,7 @@ impl Keyspace {
     /// than the previous answer plus the real time since it (at least one
     /// µs). A fence taken from it must rise even if the wall clock steps
     /// back, and a hold passed in process raises its fence by up to one per
-    /// two real µs (see [`crate::engine::lease::FenceBasis`]): a clock that only
+    /// two real µs (see [`crate::engine::fence::FenceBasis`]): a clock that only
     /// crept on by one µs per call would fall behind those.
     pub(crate) fn time_us(&mut self) -> u64 {
         let wall = SystemTime::now()

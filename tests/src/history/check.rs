@@ -107,6 +107,25 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// Adds `other`'s counts and violations to this one's: the verdict of
+    /// two rounds of one run.
+    pub fn absorb(&mut self, other: Verdict) {
+        self.sections += other.sections;
+        self.granted += other.granted;
+        self.completed += other.completed;
+        self.lost_signals += other.lost_signals;
+        self.stale_refused += other.stale_refused;
+        self.accepted_writes += other.accepted_writes;
+        self.contended_handoffs += other.contended_handoffs;
+        self.freezes_hit += other.freezes_hit;
+        self.kills_hit += other.kills_hit;
+        self.cuts_hit += other.cuts_hit;
+        self.dropped_replies += other.dropped_replies;
+        self.server_faults_hit += other.server_faults_hit;
+        self.passed_in_process += other.passed_in_process;
+        self.violations.extend(other.violations);
+    }
+
     /// The counts on one line, for the test's output.
     pub fn summary(&self) -> String {
         format!(

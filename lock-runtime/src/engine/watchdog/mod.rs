@@ -505,7 +505,8 @@ mod tests {
     use super::*;
     use crate::backend::NodeBackend;
     use crate::backend::memory::MemoryBackend;
-    use crate::engine::lease::{FenceBasis, Grant};
+    use crate::engine::fence::FenceBasis;
+    use crate::engine::lease::Grant;
     use crate::keys::LockKeys;
     use crate::memory::MemoryStore;
     use crate::owner::OwnerToken;

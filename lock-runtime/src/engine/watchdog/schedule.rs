@@ -528,7 +528,7 @@ mod tests {
             route: Route::pooled(0),
             sent_at,
             granted_at: sent_at,
-            fence_basis: crate::engine::lease::FenceBasis::issued_now(id),
+            fence_basis: crate::engine::fence::FenceBasis::issued_now(id),
             clock: crate::host::clock::Clock::Boot,
             max_hold,
             labels: Labels {

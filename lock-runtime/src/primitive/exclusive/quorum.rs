@@ -88,8 +88,9 @@ use super::votes::{AcquireVotes, Verdict, Vote};
 use super::{plain, scripts};
 use crate::backend::Route;
 use crate::backend::flights::{InFlight, Landing};
-use crate::backend::redlock::{RedlockBackend, Round, quorum};
+use crate::backend::redlock::{RedlockBackend, quorum};
 use crate::backend::script::ScriptCall;
+use crate::engine;
 use crate::engine::primitive::{AcquireReply, Try};
 use crate::engine::wait::{Seen, Sightings};
 use crate::error::LockError;
@@ -322,8 +323,9 @@ impl Raise<'_> {
             .arg(self.token.as_str())
             .arg(self.fence);
         let decisive = needed.min(pending + 1 - needed.min(pending));
-        let mut round = run_everywhere(masters, granted, self.route, call, bound, Some(flight))
-            .decisive_from(decisive);
+        let mut round =
+            engine::quorum::run_everywhere(masters, granted, self.route, call, bound, Some(flight))
+                .decisive_from(decisive);
         let mut confirmed = 0;
         while let Some((_, answer)) = round.recv().await {
             pending -= 1;
@@ -336,23 +338,6 @@ impl Raise<'_> {
     }
 }
 
-/// Runs `call` on each of `on` (pool slot `route.conn` of every master),
-/// answers as they come; see [`RedlockBackend::fan_out`].
-fn run_everywhere<T: redis::FromRedisValue + Send + 'static>(
-    masters: &RedlockBackend,
-    on: impl IntoIterator<Item = usize>,
-    route: Route,
-    call: ScriptCall,
-    bound: Duration,
-    flight: Option<&InFlight>,
-) -> Round<T> {
-    let call = Arc::new(call);
-    masters.fan_out(on, bound, "a lock script", flight, move |_, master| {
-        let call = call.clone();
-        async move { master.run(route, &call).await }
-    })
-}
-
 /// Deletes our key, where it is ours, on `on`; waits for each (or its
 /// bound), so a retry of this acquisition cannot overtake it.
 async fn clean_up(
@@ -363,10 +348,7 @@ async fn clean_up(
     on: impl IntoIterator<Item = usize>,
     bound: Duration,
 ) {
-    let mut round =
-        run_everywhere::<i64>(masters, on, route, release_call(keys, token), bound, None)
-            .decisive_from(usize::MAX);
-    while round.recv().await.is_some() {}
+    engine::quorum::undo_on(masters, on, route, release_call(keys, token), bound).await;
 }
 
 fn release_call(keys: &LockKeys, token: &OwnerToken) -> ScriptCall {
@@ -394,61 +376,9 @@ pub(crate) async fn release(
     token: &OwnerToken,
     landing: Option<&Landing>,
 ) -> Result<bool, LockError> {
-    delete_everywhere(masters, route, release_call(keys, token), landing).await
-}
-
-/// Runs a deleting `call` (answering 1 when it deleted) on every master,
-/// each after `landing` landed there; true when any master that answered
-/// deleted. Returns once a majority answered; fails when fewer did and
-/// none of them deleted (the masters that did not answer may hold the
-/// lock: "not there" would be a guess).
-async fn delete_everywhere(
-    masters: &RedlockBackend,
-    route: Route,
-    call: ScriptCall,
-    landing: Option<&Landing>,
-) -> Result<bool, LockError> {
-    let total = masters.len();
-    let needed = quorum(total);
-    let bound = masters.vote_bound(Duration::MAX);
-    let call = Arc::new(call);
-    let landing = landing.cloned();
-    let mut round = masters
-        .fan_out(
-            0..total,
-            bound,
-            "a lock script",
-            None,
-            move |index, master| {
-                let (call, landing) = (call.clone(), landing.clone());
-                async move {
-                    if let Some(landing) = landing {
-                        landing.landed_on(index).await;
-                    }
-                    master.run::<i64>(route, &call).await
-                }
-            },
-        )
-        .decisive_from(needed);
-    let (mut answered, mut deleted, mut first_error) = (0, false, None);
-    while let Some((_, answer)) = round.recv().await {
-        match answer {
-            Ok(here) => {
-                answered += 1;
-                deleted |= here == 1;
-            }
-            Err(err) => {
-                first_error.get_or_insert(err);
-            }
-        }
-        if answered >= needed {
-            break;
-        }
-    }
-    match first_error {
-        Some(err) if answered < needed && !deleted => Err(err),
-        _ => Ok(deleted),
-    }
+    let needed = quorum(masters.len());
+    engine::quorum::let_go_everywhere(masters, route, release_call(keys, token), landing, needed)
+        .await
 }
 
 /// The lock as a majority of masters sees it: held when one owner's token
@@ -467,8 +397,15 @@ pub(crate) async fn inspect(
     let bound = masters.vote_bound(Duration::MAX);
     let mut call = scripts::INSPECT.call();
     call.key(keys.lock());
-    let mut round = run_everywhere::<(String, i64)>(masters, 0..total, route, call, bound, None)
-        .decisive_from(usize::MAX);
+    let mut round = engine::quorum::run_everywhere::<(String, i64)>(
+        masters,
+        0..total,
+        route,
+        call,
+        bound,
+        None,
+    )
+    .decisive_from(usize::MAX);
     let (mut values, mut first_error) = (Vec::new(), None);
     while let Some((_, answer)) = round.recv().await {
         match answer {
@@ -543,7 +480,8 @@ pub(crate) async fn force_release(
 ) -> Result<bool, LockError> {
     let mut call = scripts::FORCE_RELEASE.call();
     call.key(keys.lock()).arg(keys.channel()).arg("PUBLISH");
-    delete_everywhere(masters, route, call, None).await
+    let needed = quorum(masters.len());
+    engine::quorum::let_go_everywhere(masters, route, call, None, needed).await
 }
 
 #[cfg(test)]
