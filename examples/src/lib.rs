@@ -14,3 +14,16 @@ pub mod shop;
 
 pub use backing::Backing;
 pub use data::Data;
+
+/// Compiles every Rust block of the README (its axum service needs this
+/// package's dependencies), so the front door never lies.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+/// The same for the other pages outside the guide (whose pages are
+/// `lock_runtime::guide`, compiled with the runtime's own documentation).
+#[doc = include_str!("../../SECURITY.md")]
+#[doc = include_str!("../../bench/README.md")]
+#[cfg(doctest)]
+pub struct PageDoctests;
