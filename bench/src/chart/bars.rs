@@ -81,7 +81,8 @@ where
         .margin_left(20)
         .margin_right(120)
         .y_label_area_size(150)
-        .build_cartesian_2d(0f64..top, (0u32..rows).into_segmented())?;
+        // A segmented range of `0..n` has a segment for `n` too: stop one short.
+        .build_cartesian_2d(0f64..top, (0u32..rows.saturating_sub(1)).into_segmented())?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -114,14 +115,14 @@ where
             BLACK.stroke_width(1),
             10,
         )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            number(bar.median),
-            (bar.max, middle),
-            ("sans-serif", 12)
-                .into_font()
-                .into_text_style(area)
-                .pos(Pos::new(HPos::Left, VPos::Center)),
-        )))?;
+        // The median's value, a few pixels right of the whisker's end.
+        let style = ("sans-serif", 12)
+            .into_font()
+            .into_text_style(area)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        chart.draw_series(std::iter::once(
+            EmptyElement::at((bar.max, middle)) + Text::new(number(bar.median), (8, 0), style),
+        ))?;
     }
     Ok(())
 }
