@@ -260,7 +260,7 @@ async fn burst<C: Contender>(
             return Err(format!("{way}: a key was no longer the holder's").into());
         }
     }
-    let mut samples = Samples::with_capacity(keys);
+    let mut samples = Samples::default();
     for waiter in waiters {
         let at = waiter.await??;
         samples.push(at.saturating_duration_since(released));

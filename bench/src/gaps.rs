@@ -70,6 +70,11 @@ fn median_us(gaps: &mut Samples) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// Within the 0.1 % to which [`Samples`] keeps a value.
+    fn about(value: Option<f64>, expected: f64) -> bool {
+        value.is_some_and(|value| (value - expected).abs() <= expected * 0.001)
+    }
+
     fn section(start_us: u64, end_us: u64, worker: usize) -> Section {
         Section {
             start_us,
@@ -90,8 +95,8 @@ mod tests {
         .unwrap();
         // Within: 10, 10, 200 (800 -> 1,000 in worker 1); across: 400
         // (300 -> 700).
-        assert_eq!(gaps.within_p50_us, Some(10.0));
-        assert_eq!(gaps.across_p50_us, Some(400.0));
+        assert!(about(gaps.within_p50_us, 10.0), "{gaps:?}");
+        assert!(about(gaps.across_p50_us, 400.0), "{gaps:?}");
         assert_eq!(gaps.across_share, 0.25);
         assert_eq!(gaps.mean_us, 155.0);
     }
@@ -99,7 +104,7 @@ mod tests {
     #[test]
     fn a_run_that_never_crossed_has_no_median_across() {
         let gaps = gaps(vec![section(0, 100, 0), section(150, 200, 0)]).unwrap();
-        assert_eq!(gaps.within_p50_us, Some(50.0));
+        assert!(about(gaps.within_p50_us, 50.0), "{gaps:?}");
         assert_eq!(gaps.across_p50_us, None);
         assert_eq!(gaps.across_share, 0.0);
     }

@@ -338,7 +338,7 @@ impl Row {
     ) -> Self {
         let ops = report.ops.max(1) as f64;
         let written = report.writes.max(1) as f64;
-        let mut waits = Samples::with_capacity(report.waits_us.len());
+        let mut waits = Samples::default();
         for &us in &report.waits_us {
             waits.push(Duration::from_micros(us));
         }

@@ -159,7 +159,7 @@ impl Admin {
         limit: Duration,
     ) -> BenchResult<f64> {
         let mut conn = self.conns[0].clone();
-        let mut samples = Samples::with_capacity(pings);
+        let mut samples = Samples::default();
         let started = Instant::now();
         for _ in 0..pings {
             if !idle.is_zero() {

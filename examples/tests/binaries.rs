@@ -1,5 +1,6 @@
 //! Runs the example programs as a user would, against a private
-//! redis-server (through `REDIS_URL`), and checks what they print.
+//! redis-server (through `REDIS_URL`), a throwaway one of their own, or no
+//! server at all, and checks what they print.
 
 use std::process::{Command, Output};
 
@@ -63,8 +64,112 @@ fn stock_rejects_a_bad_flag() {
         .output()
         .expect("run stock");
     assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("unknown argument `--stok`"),
+        stderr.contains("unexpected argument '--stok'") && stderr.contains("'--stock'"),
+        "{}",
+        explain(&output)
+    );
+}
+
+const EXAMPLES: [&str; 4] = [
+    env!("CARGO_BIN_EXE_stock"),
+    env!("CARGO_BIN_EXE_http_service"),
+    env!("CARGO_BIN_EXE_http_load"),
+    env!("CARGO_BIN_EXE_watchdog"),
+];
+
+#[test]
+fn every_example_explains_itself_with_help() {
+    for exe in EXAMPLES {
+        let output = Command::new(exe)
+            .arg("--help")
+            .env_remove("REDIS_URL")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {exe}: {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{exe}: {}", explain(&output));
+        assert!(
+            stdout.contains("Usage:") && stdout.contains("REDIS_URL"),
+            "{exe}: {stdout}"
+        );
+    }
+}
+
+/// A machine with Rust only: no `REDIS_URL`, no `redis-server` on `PATH`.
+/// The examples run on the in-memory store, say so first, and keep their
+/// promises (the watchdog demo checks itself through its exit code).
+#[test]
+fn with_no_server_the_examples_run_in_memory() {
+    let bare = |exe: &str, args: &[&str]| {
+        Command::new(exe)
+            .args(args)
+            .env_remove("REDIS_URL")
+            .env("PATH", "")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {exe}: {e}"))
+    };
+    let first_line = |output: &Output| {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        stdout.lines().next().unwrap_or("").to_owned()
+    };
+    let stock = bare(
+        env!("CARGO_BIN_EXE_stock"),
+        &["--stock", "30", "--buyers", "60"],
+    );
+    assert!(stock.status.success(), "{}", explain(&stock));
+    assert!(
+        first_line(&stock).contains("using the in-memory store"),
+        "{}",
+        explain(&stock)
+    );
+    assert_eq!(
+        last_line(&stock),
+        "result: mode=lock sold=30 remaining=0 oversold=0",
+        "{}",
+        explain(&stock)
+    );
+    let watchdog = bare(env!("CARGO_BIN_EXE_watchdog"), &[]);
+    assert!(watchdog.status.success(), "{}", explain(&watchdog));
+    assert!(
+        first_line(&watchdog).contains("using the in-memory store"),
+        "{}",
+        explain(&watchdog)
+    );
+    let load = bare(
+        env!("CARGO_BIN_EXE_http_load"),
+        &["--stock", "20", "--requests", "60"],
+    );
+    assert!(load.status.success(), "{}", explain(&load));
+    assert!(
+        last_line(&load).ends_with(" oversold=0"),
+        "{}",
+        explain(&load)
+    );
+}
+
+/// Without `REDIS_URL`, an installed `redis-server` is started for the run
+/// and stopped after it; no server the user did not name is touched.
+#[test]
+fn without_redis_url_the_stock_example_starts_its_own_server() {
+    let output = Command::new(env!("CARGO_BIN_EXE_stock"))
+        .args(["--stock", "20", "--buyers", "40"])
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run stock");
+    assert!(output.status.success(), "{}", explain(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .is_some_and(|line| line.starts_with("redis: a throwaway redis-server on 127.0.0.1:")),
+        "{}",
+        explain(&output)
+    );
+    assert_eq!(
+        last_line(&output),
+        "result: mode=lock sold=20 remaining=0 oversold=0",
         "{}",
         explain(&output)
     );

@@ -8,7 +8,7 @@
 //!     let body = async move { <the original body> };
 //!     match __private::run_locked(locker, key, options, body).await {
 //!         Ok(ret) => ret,
-//!         Err(lock_error) => Err(E::from(lock_error)),   // spanned at the return type
+//!         Err(lock_error) => Err(E::from(lock_error)),   // a missing `From` reported at `E`
 //!     }
 //! }
 //! ```
@@ -227,14 +227,12 @@ fn locked(
         OnReleaseError::Warn => quote!(#private::OnReleaseError::Warn),
         OnReleaseError::Fail => quote!(#private::OnReleaseError::Fail),
     };
-    // Spanned at the return type: "`AppError: From<LockError>` is not
-    // satisfied", or "must return a `Result`" for a type of the user's own,
-    // then points where the user can fix it.
+    // "must return a `Result`" (for a type of the user's own) is spanned at
+    // the return type; a missing `From<LockError>` at the error type, where
+    // the user can fix it.
     let return_span = output.map_or_else(Span::call_site, Spanned::span);
-    let private_at_return = respan(private.clone(), return_span);
-    let convert = quote_spanned! {return_span=>
-        #private_at_return::lock_error_into(#error)
-    };
+    let error_span = output.map_or_else(Span::call_site, error_type_span);
+    let convert = convert_lock_error(krate, &error, return_span, error_span);
     // Pin the body's type to the declared return type, so that a mistake in
     // the body is reported in the body, not at the attribute: a `return`
     // never taken fixes the block's output before the body's own `return`s
@@ -281,6 +279,81 @@ fn locked(
             ::core::result::Result::Err(#error) => #convert,
         }
     }
+}
+
+/// The conversion of a lock failure into the function's return value,
+/// `Err(E::from(error))`, through a trait of its own rather than `From`
+/// directly, so that an error type without `From<LockError>` gets the
+/// library's message instead of rustc's list of every `From` the type has
+/// (nine `From<[T; N]>` for a tuple such as axum's `(StatusCode, String)`).
+/// The items live in the match arm's block, out of the body's sight.
+/// Through a generic `convert` rather than an inline `From::from`, so that
+/// functions returning `Result<_, LockError>` do not trip
+/// `clippy::useless_conversion`.
+fn convert_lock_error(
+    krate: &Path,
+    error: &Ident,
+    return_span: Span,
+    error_span: Span,
+) -> TokenStream {
+    let private = quote!(#krate::__private);
+    let private_at_return = respan(private.clone(), return_span);
+    let krate_at_error = respan(krate.to_token_stream(), error_span);
+    let trait_name = Ident::new("FromLockError", error_span);
+    let into_result = Ident::new("into_result", return_span);
+    let from_lock_error = Ident::new("from_lock_error", error_span);
+    // Two calls, so that each bound is reported where it can be fixed:
+    // "not a `Result`" at the return type, a missing `From` at `E`.
+    let convert = quote_spanned! {error_span=> #from_lock_error(#error) };
+    let wrap = quote_spanned! {return_span=> #into_result(#convert) };
+    let into_result_fn = quote_spanned! {return_span=>
+        fn #into_result<__R: #private_at_return::ReturnsResult>(
+            error: <__R as #private_at_return::ReturnsResult>::Error,
+        ) -> __R {
+            <__R as #private_at_return::ReturnsResult>::from_error(error)
+        }
+    };
+    quote! {{
+        #[diagnostic::on_unimplemented(
+            message = "`#[distributed_lock]` returns a lock failure as `Err(E::from(LockError))`, and `{Self}` has no `From<lock_runtime::LockError>`",
+            label = "no `From<LockError>`",
+            note = "implement `From<lock_runtime::LockError>` for this error type, or return `Result<T, lock_runtime::LockError>`",
+            note = "a type of another crate, such as axum's `(StatusCode, String)`, cannot get that `impl` here: wrap it in an error type of your own that implements `From<LockError>` (and, for axum, `IntoResponse`)"
+        )]
+        trait #trait_name: ::core::marker::Sized {
+            fn from_lock_error(error: #krate_at_error::LockError) -> Self;
+        }
+        #[diagnostic::do_not_recommend]
+        impl<__E> #trait_name for __E
+        where
+            __E: ::core::convert::From<#krate_at_error::LockError>,
+        {
+            fn from_lock_error(error: #krate_at_error::LockError) -> Self {
+                <__E as ::core::convert::From<#krate_at_error::LockError>>::from(error)
+            }
+        }
+        fn #from_lock_error<__E: #trait_name>(error: #krate_at_error::LockError) -> __E {
+            <__E as #trait_name>::from_lock_error(error)
+        }
+        #into_result_fn
+        #wrap
+    }}
+}
+
+/// Where a missing `From<LockError>` is reported: at `E` of a written-out
+/// `Result<T, E>`, else (an alias such as `io::Result<T>`) at the whole
+/// return type.
+fn error_type_span(output: &Type) -> Span {
+    if let Type::Path(path) = output
+        && let Some(last) = path.path.segments.last()
+        && last.ident == "Result"
+        && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+        && args.args.len() == 2
+        && let Some(syn::GenericArgument::Type(error)) = args.args.last()
+    {
+        return error.span();
+    }
+    output.span()
 }
 
 /// `#[async_trait]` rebinds each parameter at the top of the boxed body

@@ -16,37 +16,120 @@ use proc_macro::TokenStream;
 /// ```no_run
 /// use lock_runtime::{LockConfig, LockError, distributed_lock};
 ///
+/// #[derive(Debug)]
+/// enum AppError {
+///     Busy,
+///     Lock(LockError),
+/// }
+///
+/// // Lock failures come out through this `From`.
+/// impl From<LockError> for AppError {
+///     fn from(error: LockError) -> Self {
+///         match error {
+///             LockError::Timeout { .. } => AppError::Busy,
+///             other => AppError::Lock(other),
+///         }
+///     }
+/// }
+///
 /// #[distributed_lock(key = "stock:<id>", ttl = "3s", wait = "2s")]
-/// async fn deduct(id: u64, qty: u32) -> Result<u32, LockError> {
+/// async fn deduct(id: u64, qty: u32) -> Result<u32, AppError> {
 ///     // At most one caller, across every process, runs this for a given id.
+///     let lock = lock_runtime::current().expect("inside an annotated body");
+///     let _fence = lock.fence(); // send it along with every write
 ///     Ok(qty)
 /// }
 ///
 /// # #[tokio::main]
-/// # async fn main() -> Result<(), LockError> {
-/// lock_runtime::init(LockConfig::from_url("redis://127.0.0.1/")?).await?;
+/// # async fn main() -> Result<(), AppError> {
+/// lock_runtime::init(LockConfig::from_env()?).await?; // once, at start-up
 /// deduct(42, 1).await?;
 /// # Ok(())
 /// # }
 /// ```
 ///
-/// Arguments: `key` (required; `<param>` or `<param.field>` placeholders,
-/// `<<`/`>>` for literal angle brackets), `ttl` (lease, default from the
-/// locker's config), `wait` (`"0s"` tries once; default: the config's
-/// `default_wait` if set, else the lock's ttl),
-/// `watchdog` (renew while the body runs, default `true`), `on_lost`
-/// (`"cancel"`, the default, or `"continue"`), `reentrant` (a call nested in
-/// one holding the same key runs under it, one at a time; default `true`),
-/// `max_hold` (the longest the lock may be held, after which the body is
-/// stopped with `LockError::HoldCapExceeded`, or told and left to run on
-/// under `on_lost = "continue"`; default none),
-/// `locker` (an expression giving
-/// a `Locker` or a static cell holding one; default the global locker) and
-/// `crate` (the runtime's path when renamed). See the `lock_runtime` docs.
+/// Depend on `lock_runtime`, which re-exports this attribute as
+/// `lock_runtime::distributed_lock`.
 ///
-/// A method of an impl under `#[async_trait]` works too: the lock is taken
-/// inside the future that attribute boxes. With `#[tokio::test]` or
-/// `#[tokio::main]`, put this attribute above it.
+/// # The contract
+///
+/// - **Where it goes**: an `async fn`, free, an inherent or trait-impl
+///   method (any receiver), generic, with lifetimes, `impl Trait` or
+///   destructured parameters. A method of an impl under `#[async_trait]`
+///   works too (that attribute expands first, and the lock is taken inside
+///   the future it boxes; placeholders there name whole parameters or their
+///   fields). With `#[tokio::test]` or `#[tokio::main]`, put this attribute
+///   above it.
+/// - **What it returns**: `Result<T, E>` (or an alias such as
+///   `io::Result<T>`) with `E: From<lock_runtime::LockError>`. A lock
+///   failure (busy for the whole wait, lost, no server) is returned as
+///   `Err(E::from(error))` without running the body, or, for a loss, by
+///   stopping it. An error type of another crate cannot get that `From`
+///   in yours: wrap it (for axum's `(StatusCode, String)`, an error type of
+///   your own implementing `From<LockError>` and `IntoResponse`). The future
+///   is `Send` whenever the body's is.
+/// - **The key** is rendered with `Display` before the body runs, without
+///   moving any argument: `"stock:<sku>"` renders the parameter `sku`,
+///   `"<order.id>"`, `"<self.shard>"` or `"<pair.0>"` a field of one;
+///   `<<` and `>>` are a literal `<` and `>`.
+/// - **Inside the body**, `lock_runtime::current()` returns the held lock:
+///   its key, its fencing token (`fence()`, strictly increasing per key
+///   across all owners) and its loss signal.
+/// - **Nesting**: a call for a key that an enclosing call of the same task
+///   already holds (through the same locker) does not wait for itself: it
+///   runs under the enclosing lock, one nested call at a time. Sibling calls
+///   nested in one holder's body (`tokio::join!`, `select!`) take turns,
+///   each within its own `wait`; a call nested in a nested call takes its
+///   turn from its own parent, so nesting never waits on an ancestor. The
+///   enclosing lease governs: a nested call's `ttl`, `watchdog` and
+///   `max_hold` do not apply; its `on_lost` does. A nested call moved out
+///   of the body it is nested in is stopped with `LockError::Lost` when that
+///   body ends, before the lock is let go. Other tasks wait as usual.
+/// - **Losing the lock**: the watchdog renews the lease every ttl/3 while
+///   the body runs and learns of a loss before the key can expire on the
+///   server; under `on_lost = "cancel"` the body is dropped at its next
+///   `.await` and the call returns `Err(LockError::Lost)`.
+/// - **Testing**: with the global locker initialised on the in-memory store
+///   (`init(LockConfig::from_url("memory://")?)` in every test, accepting
+///   `LockError::AlreadyInitialized`) the attribute runs with no server, on
+///   a paused tokio clock; `MemoryStore::shared().expire(key)` forces a loss.
+///   The recipe is the guide page `lock_runtime::guide::testing`.
+///
+/// # Arguments
+///
+/// | argument | default | |
+/// |---|---|---|
+/// | `key = "stock:<sku>"` | required | the lock's name, rendered as above |
+/// | `ttl = "3s"` | the locker's `default_ttl` (30 s) | lease length: `"250ms"`, `"3s"`, `"1m30s"`; at least 10 ms |
+/// | `wait = "2s"` | the locker's `default_wait` (else the ttl) | longest wait for a busy lock; `"0s"` tries once |
+/// | `watchdog = true` | `true` | renew the lease while the body runs; `false` = a fixed lease, reported lost when it ends |
+/// | `on_lost = "cancel"` | `"cancel"` | on loss, drop the body at its next `.await` and return `Err(LockError::Lost)`; `"continue"` lets it finish and logs the loss |
+/// | `reentrant = true` | `true` | nesting as above; `false` makes a nested call fail at once with `LockError::HeldByThisTask` |
+/// | `max_hold = "5m"` | none | the longest the lock may be held: then it is no longer renewed, the body is stopped with `LockError::HoldCapExceeded` (told and left to run under `on_lost = "continue"`), and the lock is given back |
+/// | `locker = expr` | the global locker (`lock_runtime::init`) | a `Locker` (`self.locker`, a parameter, `shop.locker` of an extractor's binding) or a static `OnceLock<Locker>` |
+/// | `crate = "path"` | `lock_runtime` | where the runtime crate is, if renamed |
+///
+/// # Mistakes are compile errors
+///
+/// Each at its token, all of them in one build: an unknown or empty
+/// placeholder (naming the parameters that exist), an unclosed `<`, a bad
+/// duration, a zero ttl, an unknown or repeated argument, a missing `key`, a
+/// value of the wrong type, an `on_lost` other than `"cancel"`/`"continue"`,
+/// a non-async fn, a return type that is not a `Result` (at the return
+/// type), an error type without `From<LockError>` (at the error type), the
+/// attribute on something that is not a function. The original item is
+/// still emitted beside the errors, so editors keep working. For example:
+///
+/// ```text
+/// error: unknown placeholder `<idd>`: the parameters are `id`, `qty`
+///  --> src/orders.rs:3:26
+///   |
+/// 3 | #[distributed_lock(key = "stock:<idd>")]
+///   |                          ^^^^^^^^^^^^^
+/// ```
+///
+/// Crates that `#![forbid(unreachable_code)]` can use it: the generated code
+/// needs no `allow` of that lint.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(args.into(), item.into()).into()

@@ -1,41 +1,76 @@
-//! Distributed locks on Redis for async Rust.
+//! Distributed locks on Redis and Valkey for async Rust.
 //!
-//! One atomic command takes a lock, only its owner can release it, a
-//! watchdog renews it while the owner works, and if it is ever lost the
-//! owner is told before anyone else can take it. Each acquisition also gets
-//! a fencing token, strictly increasing per key, so the stores you write to
-//! can turn away a stale owner.
+//! Put [`#[distributed_lock]`](distributed_lock) on the `async fn` that must
+//! run alone, configure the process-wide connection once at start-up, and
+//! at most one caller across every process and machine runs the body for a
+//! given key at a time:
 //!
 //! ```no_run
-//! use lock_runtime::{LockConfig, LockError};
-//! use std::time::Duration;
+//! use lock_runtime::{distributed_lock, LockConfig, LockError};
 //!
-//! # async fn run() -> Result<(), LockError> {
-//! lock_runtime::init(LockConfig::from_url("redis://127.0.0.1/")?).await?;
+//! #[distributed_lock(key = "stock:<sku>", ttl = "3s", wait = "2s")]
+//! async fn deduct(sku: u64, qty: u32) -> Result<u64, LockError> {
+//!     // The held lock: its key, its fencing token, its loss signal.
+//!     let lock = lock_runtime::current().expect("inside an annotated body");
+//!     // ... read the stock, check it, write it back along with lock.fence() ...
+//!     Ok(lock.fence())
+//! }
 //!
-//! let guard = lock_runtime::global()?
-//!     .lock("stock:42")
-//!     .ttl(Duration::from_secs(3))
-//!     .wait(Duration::from_secs(2))
-//!     .acquire()
-//!     .await?;
-//! // ... the critical section; guard.fence() goes with every write ...
-//! guard.release().await?;
-//! # Ok(()) }
+//! #[tokio::main]
+//! async fn main() -> Result<(), LockError> {
+//!     lock_runtime::init(LockConfig::from_env()?).await?; // REDIS_URL
+//!     deduct(42, 1).await?;
+//!     Ok(())
+//! }
 //! ```
 //!
-//! The same code runs on one server, a Redis Cluster (feature `cluster`),
-//! a master followed through Sentinel (feature `sentinel`) or Redlock over
-//! independent masters: the URL picks the deployment (see [`LockConfig`]).
+//! One atomic command takes the lock, only its owner can release it, a
+//! watchdog renews it while the body runs, and if it is ever lost the body
+//! is told (and by default cancelled) before anyone else can take it. Each
+//! grant carries a fencing token, strictly increasing per key, so the
+//! stores you write to can turn away a stale owner.
 //!
-//! Redis layout: one key per lock, `<prefix>{<key>}`, holding the owner
-//! token (the fence is not stored: the holder has it) with the lease as
-//! its expiry (nothing is left once a lock is released or its lease has
-//! passed), and the channel `<prefix>{<key>}:released`, in the same
-//! cluster hash slot, where releases are announced. Redlock adds two keys
-//! per master shared by every lock: `<prefix>fence-counter` and
-//! `<prefix>up-for` (the restart quarantine's mark). See `ARCHITECTURE.md`
-//! for the map of the code.
+//! # Where to start
+//!
+//! - [`distributed_lock`]: the attribute and its whole contract (return
+//!   type, key rendering, [`current`], nesting, every argument).
+//! - [`init`] once at start-up with a [`LockConfig`] (usually
+//!   [`LockConfig::from_env`]); or a [`Locker`] of your own, named with
+//!   `locker = ..`.
+//! - Without the attribute: [`Locker::lock`] gives a [`LockRequest`],
+//!   whose `acquire` gives a [`LockGuard`].
+//! - Every failure is a [`LockError`].
+//! - Tests without Redis: [`LockConfig::in_memory`] and
+//!   [`memory::MemoryStore`]; the recipe is in [`guide::testing`].
+//!
+//! # Deployments
+//!
+//! The URL picks the deployment; the code does not change:
+//!
+//! | URL | locks live on | feature |
+//! |---|---|---|
+//! | `redis://host:port/db` (`rediss://`: TLS) | one server | (`tls`) |
+//! | `redis+cluster://host:port,host:port` | a Redis or Valkey Cluster | `cluster` |
+//! | `redis+sentinel://host:port,host:port/<master>` | the master Sentinel names | `sentinel` |
+//! | `redis+redlock://host:port,host:port,host:port` | a majority of independent masters | |
+//! | `memory://` | this process's in-memory store | |
+//!
+//! Tested on Redis 7.0 (the minimum: a Cluster's release messages use
+//! sharded pub/sub) and Valkey 8.1. Each deployment's detail is in
+//! [`guide::deployments`].
+//!
+//! # Features
+//!
+//! All off by default: `cluster`, `sentinel`, `tls` (rustls with ring),
+//! `tls-webpki-roots` (with `tls`, the Mozilla roots compiled in), and
+//! `metrics` (through the `metrics` facade; see [`guide::operations`]).
+//! A URL that needs a feature the build lacks is a [`LockError::Config`]
+//! naming it.
+//!
+//! # The guide
+//!
+//! [`guide::how_it_works`], [`guide::guarantees`], [`guide::deployments`],
+//! [`guide::operations`], [`guide::testing`], [`guide::chaos`].
 
 mod attribute;
 mod backend;
@@ -71,7 +106,33 @@ pub use primitive::exclusive::guard::LockGuard;
 pub use primitive::exclusive::inspect::LockInfo;
 pub use primitive::exclusive::request::LockRequest;
 
-/// Compiles every Rust block of the README, so the front door never lies.
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeDoctests;
+/// The guide: how the library works, what it guarantees, each deployment,
+/// operations, testing, and the chaos suite that checks it. The same pages
+/// are the repository's `docs/` folder.
+pub mod guide {
+    /// [guarantees]: crate::guide::guarantees
+    #[doc = include_str!("../guide/how-it-works.md")]
+    pub mod how_it_works {}
+
+    /// [how-it-works]: crate::guide::how_it_works
+    /// [deployments]: crate::guide::deployments
+    /// [chaos]: crate::guide::chaos
+    /// [sentinel]: crate::guide::deployments#sentinel
+    /// [wait-for-replicas]: crate::guide::deployments#wait-for-replicas
+    #[doc = include_str!("../guide/guarantees.md")]
+    pub mod guarantees {}
+
+    #[doc = include_str!("../guide/deployments.md")]
+    pub mod deployments {}
+
+    /// [how-it-works]: crate::guide::how_it_works
+    #[doc = include_str!("../guide/operations.md")]
+    pub mod operations {}
+
+    #[doc = include_str!("../guide/testing.md")]
+    pub mod testing {}
+
+    /// [guarantees]: crate::guide::guarantees
+    #[doc = include_str!("../guide/chaos.md")]
+    pub mod chaos {}
+}

@@ -1,7 +1,11 @@
 //! The throughput panel: one group of bars per scenario (each on its own
 //! scale), median operations per second with a min–max whisker.
 
-use super::{Area, Svg, colour};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{DrawResult, colour};
 use crate::Results;
 use crate::report::number;
 
@@ -50,74 +54,75 @@ impl Group {
     }
 }
 
-/// Draws every group into `area`, `row` pixels per bar.
-pub fn draw(svg: &mut Svg, area: Area, groups: &[Group], row: f64) {
-    let mut y = area.y;
-    for group in groups {
-        svg.text(
-            area.x - 190.0,
-            y + 14.0,
+/// The height of `group`'s panel, `row` pixels per bar plus its title.
+pub fn height(group: &Group, row: u32) -> u32 {
+    (u32::try_from(group.bars.len()).unwrap_or(u32::MAX) + 3).saturating_mul(row)
+}
+
+/// Draws one group into `area`: a bar per implementation, on a scale of
+/// its own.
+pub fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, group: &Group) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let top = group
+        .bars
+        .iter()
+        .map(|b| b.max.max(b.median))
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let rows = u32::try_from(group.bars.len()).unwrap_or(u32::MAX);
+    let names: Vec<&str> = group.bars.iter().map(|b| b.name.as_str()).collect();
+    let mut chart = ChartBuilder::on(area)
+        .caption(
             &group.title,
-            "start",
-            14.0,
-            "bold",
+            ("sans-serif", 14).into_font().style(FontStyle::Bold),
+        )
+        .margin_left(20)
+        .margin_right(120)
+        .y_label_area_size(150)
+        // A segmented range of `0..n` has a segment for `n` too: stop one short.
+        .build_cartesian_2d(0f64..top, (0u32..rows.saturating_sub(1)).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .disable_y_mesh()
+        .y_labels(names.len())
+        .y_label_formatter(&|at| match at {
+            SegmentValue::CenterOf(index) => names
+                .get(*index as usize)
+                .map_or_else(String::new, |name| (*name).to_owned()),
+            _ => String::new(),
+        })
+        .draw()?;
+    for (index, bar) in (0u32..).zip(&group.bars) {
+        let mut rectangle = Rectangle::new(
+            [
+                (0.0, SegmentValue::Exact(index)),
+                (bar.median, SegmentValue::Exact(index + 1)),
+            ],
+            colour(&bar.name).filled(),
         );
-        y += row * 1.2;
-        let top = group
-            .bars
-            .iter()
-            .map(|b| b.max)
-            .fold(0.0, f64::max)
-            .max(1.0);
-        let x_of = |value: f64| area.x + value / top * area.w;
-        for bar in &group.bars {
-            svg.text(
-                area.x - 8.0,
-                y + row * 0.62,
-                &bar.name,
-                "end",
-                12.0,
-                "normal",
-            );
-            svg.rect(
-                area.x,
-                y + 3.0,
-                x_of(bar.median) - area.x,
-                row - 6.0,
-                colour(&bar.name),
-            );
-            let mid = y + row / 2.0;
-            svg.line(
-                (x_of(bar.min), mid),
-                (x_of(bar.max), mid),
-                "#000000",
-                1.5,
-                "",
-            );
-            svg.line(
-                (x_of(bar.min), mid - 5.0),
-                (x_of(bar.min), mid + 5.0),
-                "#000000",
-                1.5,
-                "",
-            );
-            svg.line(
-                (x_of(bar.max), mid - 5.0),
-                (x_of(bar.max), mid + 5.0),
-                "#000000",
-                1.5,
-                "",
-            );
-            svg.text(
-                x_of(bar.max) + 8.0,
-                y + row * 0.62,
-                &number(bar.median),
-                "start",
-                12.0,
-                "normal",
-            );
-            y += row;
-        }
-        y += row * 0.8;
+        rectangle.set_margin(3, 3, 0, 0);
+        chart.draw_series(std::iter::once(rectangle))?;
+        let middle = SegmentValue::CenterOf(index);
+        chart.draw_series(std::iter::once(ErrorBar::new_horizontal(
+            middle.clone(),
+            bar.min,
+            bar.median,
+            bar.max,
+            BLACK.stroke_width(1),
+            10,
+        )))?;
+        // The median's value, a few pixels right of the whisker's end.
+        let style = ("sans-serif", 12)
+            .into_font()
+            .into_text_style(area)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        chart.draw_series(std::iter::once(
+            EmptyElement::at((bar.max, middle)) + Text::new(number(bar.median), (8, 0), style),
+        ))?;
     }
+    Ok(())
 }

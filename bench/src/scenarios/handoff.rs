@@ -37,7 +37,7 @@ pub async fn run<C: Contender>(
     // One unmeasured round opens whatever the waiter opens lazily (the
     // pub/sub connection of the project).
     round(holder, waiter, hold, format!("c:{tag}:warm")).await?;
-    let mut samples = Samples::with_capacity(rounds);
+    let mut samples = Samples::default();
     let mut rejected = 0u32;
     let started = Instant::now();
     for i in 0..rounds {
@@ -52,7 +52,7 @@ pub async fn run<C: Contender>(
     if samples.is_empty() {
         return Err(format!("handoff: none of {rejected} rounds was a real handoff").into());
     }
-    let mean_s = samples.sorted_us().iter().sum::<f64>() / samples.len() as f64 / 1e6;
+    let mean_s = samples.mean_us() / 1e6;
     let mut result = RunResult::from_samples(1.0 / mean_s, &mut samples)
         .with("rounds", samples.len() as f64)
         .with("rejected_rounds", f64::from(rejected));

@@ -83,7 +83,7 @@ pub async fn run(
         call(Variant::Handwritten, u64::MAX - 2 * id - 1).await?;
     }
     let variants = [Variant::Macro, Variant::Handwritten];
-    let mut samples = [Samples::with_capacity(calls), Samples::with_capacity(calls)];
+    let mut samples = [Samples::default(), Samples::default()];
     let mut busy = [Duration::ZERO; 2];
     let started = Instant::now();
     for i in 0..u64::try_from(calls)? {

@@ -36,7 +36,7 @@ pub async fn run<C: Contender>(
         let tag = tag.to_owned();
         handles.push(tokio::spawn(async move {
             tokio::time::sleep_until(start).await;
-            let mut samples = Samples::with_capacity(4_096);
+            let mut samples = Samples::default();
             for i in 0..MAX_PAIRS_PER_TASK {
                 let sent = Instant::now();
                 if sent >= end {
@@ -48,7 +48,7 @@ pub async fn run<C: Contender>(
             Ok::<_, crate::BenchError>((samples, Instant::now()))
         }));
     }
-    let mut all = Samples::with_capacity(tasks * 4_096);
+    let mut all = Samples::default();
     let mut finished = start;
     for handle in handles {
         let (samples, done) = handle.await??;

@@ -21,7 +21,7 @@ pub async fn run<C: Contender>(
     for i in 0..WARMUP_PAIRS {
         pair(contender, format!("a:{tag}:warm:{i}")).await?;
     }
-    let mut samples = Samples::with_capacity(pairs);
+    let mut samples = Samples::default();
     let meter = Meter::start(admin).await?;
     let started = Instant::now();
     for i in 0..pairs {

@@ -14,12 +14,27 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
+use lock_examples::Backing;
 use lock_examples::shop::{Shop, bind_loopback, load};
-use lock_examples::{DemoRedis, Flags};
+
+/// Sends many concurrent orders for little stock to the order service of
+/// `http_service`, run in this process, and checks the books. Locks and
+/// stock live in the Redis `REDIS_URL` names, else in a throwaway
+/// redis-server of its own, else in this process.
+#[derive(Parser)]
+struct Cli {
+    /// Units in stock at the start.
+    #[arg(long, default_value_t = 50)]
+    stock: u64,
+    /// Orders sent, all at once.
+    #[arg(long, default_value_t = 200)]
+    requests: u64,
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run().await {
+    match run(Cli::parse()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             eprintln!("http_load: the books do not balance (see above)");
@@ -32,14 +47,11 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<bool, String> {
-    let flags = Flags::parse(std::env::args().skip(1), &["stock", "requests"])?;
-    let stock = flags.number("stock", 50)?;
-    let requests = flags.number("requests", 200)?;
-    let server = DemoRedis::find_or_start()?;
-    let shop = Shop::connect(server.url())
-        .await
-        .map_err(|e| e.to_string())?;
+async fn run(cli: Cli) -> Result<bool, String> {
+    let Cli { stock, requests } = cli;
+    let backing = Backing::choose()?;
+    println!("{}", backing.describe());
+    let shop = Shop::on(&backing).await.map_err(|e| e.to_string())?;
     let (listener, addr) = bind_loopback(0).await.map_err(|e| e.to_string())?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let service = tokio::spawn(shop.clone().serve(listener, async {

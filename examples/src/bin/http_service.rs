@@ -12,15 +12,30 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
+use lock_examples::Backing;
 use lock_examples::shop::{Shop, bind_loopback};
-use lock_examples::{DemoRedis, Flags};
 
 /// The SKU the demo stocks.
 const SKU: &str = "42";
 
+/// An HTTP order service whose `POST /orders/{sku}` handler is a
+/// `#[distributed_lock]` function. Locks and stock live in the Redis
+/// `REDIS_URL` names, else in a throwaway redis-server of its own, else
+/// in this process.
+#[derive(Parser)]
+struct Cli {
+    /// Port to serve on, on 127.0.0.1.
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+    /// Units of SKU 42 in stock at the start.
+    #[arg(long, default_value_t = 10)]
+    stock: u64,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run().await {
+    match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("http_service: {err}");
@@ -29,19 +44,16 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), String> {
-    let flags = Flags::parse(std::env::args().skip(1), &["port", "stock"])?;
-    let port = u16::try_from(flags.number("port", 3000)?).map_err(|_| "--port: too large")?;
-    let stock = flags.number("stock", 10)?;
+async fn run(cli: Cli) -> Result<(), String> {
     // Kept alive until the end of `run`: a throwaway server stops on drop.
-    let server = DemoRedis::find_or_start()?;
-    let shop = Shop::connect(server.url())
-        .await
-        .map_err(|e| e.to_string())?;
+    let backing = Backing::choose()?;
+    println!("{}", backing.describe());
+    let shop = Shop::on(&backing).await.map_err(|e| e.to_string())?;
+    let stock = cli.stock;
     shop.restock(SKU, stock).await.map_err(|e| e.to_string())?;
-    let (listener, addr) = bind_loopback(port)
+    let (listener, addr) = bind_loopback(cli.port)
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", cli.port))?;
     println!("selling {stock} units of SKU {SKU} on http://{addr} (Ctrl-C to stop)");
     println!("  curl -i -X POST http://{addr}/orders/{SKU}");
     println!("  curl -i http://{addr}/stock/{SKU}");

@@ -13,16 +13,62 @@
 //!   next renewal is refused, the job is cancelled mid-step, and the call
 //!   returns `LockError::Lost`.
 //!
+//! Redis: `REDIS_URL`, else a throwaway `redis-server`, else the in-memory
+//! store (where `MemoryStore::expire` stands in for the `DEL`).
 //! Exits 0 when both runs behaved as described, non-zero otherwise.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_examples::{DemoRedis, data_connection, forget_demo_lock};
+use clap::Parser;
+use lock_examples::Backing;
+use lock_runtime::memory::MemoryStore;
 use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
+
+/// A 2.5 s job under a 500 ms lease, kept alive by the watchdog; then the
+/// same job with its lock deleted behind its back, cancelled with
+/// `LockError::Lost`. Exits non-zero unless both runs behave so.
+///
+/// The lock lives in the Redis `REDIS_URL` names, else in a throwaway
+/// redis-server of its own, else in the in-memory store.
+#[derive(Parser)]
+struct Cli {}
+
+/// Where the lock lives, seen from behind the locker's back.
+#[derive(Clone)]
+enum Server {
+    /// A connection of its own to the Redis server.
+    Redis(MultiplexedConnection),
+    /// The in-memory store.
+    Memory(MemoryStore),
+}
+
+impl Server {
+    /// Milliseconds left on the lock `job:<name>`'s lease (-2: no lock).
+    async fn pttl(&mut self, name: &str) -> Result<i64, LockError> {
+        match self {
+            Server::Redis(redis) => Ok(redis.pttl(lock_key(name)).await?),
+            Server::Memory(store) => Ok(store
+                .holders()
+                .into_iter()
+                .find(|held| held.name == format!("job:{name}"))
+                .map_or(-2, |held| {
+                    i64::try_from(held.remaining.as_millis()).unwrap_or(i64::MAX)
+                })),
+        }
+    }
+
+    /// Deletes the lock `job:<name>` whoever holds it; how many keys went.
+    async fn delete(&mut self, name: &str) -> Result<u64, LockError> {
+        match self {
+            Server::Redis(redis) => Ok(redis.del(lock_key(name)).await?),
+            Server::Memory(store) => Ok(store.expire(&format!("job:{name}")) as u64),
+        }
+    }
+}
 
 /// The lease, as in the attribute below.
 const TTL: Duration = Duration::from_millis(500);
@@ -38,7 +84,7 @@ const DELETE_AFTER: Duration = Duration::from_millis(1200);
 async fn nightly_job(
     locker: &Locker,
     name: &str,
-    redis: &mut MultiplexedConnection,
+    server: &mut Server,
     done: &AtomicU32,
 ) -> Result<u64, LockError> {
     let fence = lock_runtime::current().map_or(0, |lock| lock.fence());
@@ -47,7 +93,7 @@ async fn nightly_job(
     for step in 1..=STEPS {
         tokio::time::sleep(STEP).await;
         done.store(step, Ordering::SeqCst);
-        let pttl: i64 = redis.pttl(lock_key(name)).await?;
+        let pttl = server.pttl(name).await?;
         println!(
             "  job: step {step}/{STEPS} done at {:.1} s; key expires in {pttl} ms; renewals so far {}",
             started.elapsed().as_secs_f64(),
@@ -65,6 +111,7 @@ fn lock_key(name: &str) -> String {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    Cli::parse();
     match run().await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
@@ -80,19 +127,28 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<bool, String> {
     let text = |e: &dyn std::fmt::Display| e.to_string();
-    let server = DemoRedis::find_or_start()?;
-    let config = LockConfig::from_url(server.url()).map_err(|e| text(&e))?;
+    let backing = Backing::choose()?;
+    println!("{}", backing.describe());
+    let config = backing.lock_config().map_err(|e| text(&e))?;
     let locker = Locker::connect(config).await.map_err(|e| text(&e))?;
-    let mut redis = data_connection(server.url()).await.map_err(|e| text(&e))?;
+    let mut server = match (backing.url(), backing.store()) {
+        (Some(url), _) => {
+            let connection = redis::Client::open(url)
+                .map_err(|e| text(&e))?
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| text(&e))?;
+            Server::Redis(connection)
+        }
+        (None, Some(store)) => Server::Memory(store.clone()),
+        (None, None) => unreachable!("a backing is Redis or the in-memory store"),
+    };
     // Unique per run, so that runs against a shared Redis never meet.
     let name = format!("report-{}", std::process::id());
 
-    let first = renewed_run(&locker, &name, &mut redis).await?;
+    let first = renewed_run(&locker, &name, &mut server).await?;
     println!();
-    let second = lost_run(&locker, &name, &mut redis).await?;
-    forget_demo_lock(&mut redis, &format!("job:{name}"))
-        .await
-        .map_err(|e| text(&e))?;
+    let second = lost_run(&locker, &name, &mut server).await?;
     let stats = locker.stats();
     println!();
     println!(
@@ -103,11 +159,7 @@ async fn run() -> Result<bool, String> {
 }
 
 /// Run 1: the job outlives five leases and finishes.
-async fn renewed_run(
-    locker: &Locker,
-    name: &str,
-    redis: &mut MultiplexedConnection,
-) -> Result<bool, String> {
+async fn renewed_run(locker: &Locker, name: &str, server: &mut Server) -> Result<bool, String> {
     println!(
         "run 1: a {:.1} s job under a {} ms lease; the watchdog renews it every ttl/3",
         (STEP * STEPS).as_secs_f64(),
@@ -115,12 +167,9 @@ async fn renewed_run(
     );
     let renewed_before = locker.stats().renewed;
     let done = AtomicU32::new(0);
-    let outcome = nightly_job(locker, name, &mut redis.clone(), &done).await;
+    let outcome = nightly_job(locker, name, &mut server.clone(), &done).await;
     let renewals = locker.stats().renewed - renewed_before;
-    let key_left: bool = redis
-        .exists(lock_key(name))
-        .await
-        .map_err(|e| e.to_string())?;
+    let key_left = server.pttl(name).await.map_err(|e| e.to_string())? != -2;
     let release = if key_left {
         "yet its key is still on the server"
     } else {
@@ -137,25 +186,21 @@ async fn renewed_run(
 }
 
 /// Run 2: the key is deleted behind the holder's back; the job is cancelled.
-async fn lost_run(
-    locker: &Locker,
-    name: &str,
-    redis: &mut MultiplexedConnection,
-) -> Result<bool, String> {
+async fn lost_run(locker: &Locker, name: &str, server: &mut Server) -> Result<bool, String> {
     println!(
         "run 2: the same job; after {:.1} s another connection deletes the lock key",
         DELETE_AFTER.as_secs_f64()
     );
-    let mut other = redis.clone();
-    let key = lock_key(name);
+    let mut other = server.clone();
+    let (owned, key) = (name.to_owned(), lock_key(name));
     let intruder = tokio::spawn(async move {
         tokio::time::sleep(DELETE_AFTER).await;
-        let deleted: Result<u64, _> = other.del(&key).await;
+        let deleted = other.delete(&owned).await;
         println!("  other connection: DEL {key} -> {deleted:?}");
         Instant::now()
     });
     let done = AtomicU32::new(0);
-    let outcome = nightly_job(locker, name, &mut redis.clone(), &done).await;
+    let outcome = nightly_job(locker, name, &mut server.clone(), &done).await;
     let ended = Instant::now();
     let deleted_at = intruder.await.map_err(|e| e.to_string())?;
     let steps = done.load(Ordering::SeqCst);

@@ -10,7 +10,8 @@
 //! The stock count lives in Redis, so any number of instances of this
 //! service can sell the same SKU; the lock `stock:<sku>` makes their
 //! read-check-write sequences take turns, so none of them sells a unit
-//! twice.
+//! twice. (On the in-memory store, locks and stock live in the one
+//! process, and its requests take turns all the same.)
 
 mod error;
 pub mod load;
@@ -23,8 +24,8 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::routing::{get, post};
 use lock_runtime::{LockConfig, Locker};
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+
+use crate::{Backing, Data};
 
 pub use error::ShopError;
 
@@ -33,17 +34,26 @@ pub use error::ShopError;
 #[derive(Clone)]
 pub struct Shop {
     locker: Locker,
-    redis: MultiplexedConnection,
+    data: Data,
 }
 
 impl Shop {
     /// Connects a locker and a data connection to the Redis at `url`.
     pub async fn connect(url: &str) -> Result<Self, ShopError> {
+        Self::open(LockConfig::from_url(url)?, Data::connect(url).await?).await
+    }
+
+    /// A shop on a demo's backing: Redis, or the in-memory store.
+    pub async fn on(backing: &Backing) -> Result<Self, ShopError> {
+        let data = backing.data().await?;
+        Self::open(backing.lock_config()?, data).await
+    }
+
+    async fn open(config: LockConfig, data: Data) -> Result<Self, ShopError> {
         // The recorder is in place before the first lock is taken.
         observe::exporter();
-        let locker = Locker::connect(LockConfig::from_url(url)?).await?;
-        let redis = crate::data_connection(url).await?;
-        Ok(Self { locker, redis })
+        let locker = Locker::connect(config).await?;
+        Ok(Self { locker, data })
     }
 
     /// The locker the order handler takes its locks from.
@@ -53,22 +63,18 @@ impl Shop {
 
     /// Sets the stock of `sku` to `units`.
     pub async fn restock(&self, sku: &str, units: u64) -> Result<(), ShopError> {
-        let () = self.redis.clone().set(stock_key(sku), units).await?;
-        Ok(())
+        Ok(self.data.set(&stock_key(sku), units).await?)
     }
 
     /// Units of `sku` left, or `None` for a SKU that was never stocked.
     pub async fn stock(&self, sku: &str) -> Result<Option<u64>, ShopError> {
-        Ok(self.redis.clone().get(stock_key(sku)).await?)
+        Ok(self.data.get(&stock_key(sku)).await?)
     }
 
-    /// Deletes the stock count of `sku` and its lock's fencing counter:
-    /// the end of a demo run whose SKU is never used again.
+    /// Deletes the stock count of `sku`: the end of a demo run whose SKU
+    /// is never used again. (Its lock leaves nothing behind once released.)
     pub async fn forget(&self, sku: &str) -> Result<(), ShopError> {
-        let mut redis = self.redis.clone();
-        let () = redis.del(stock_key(sku)).await?;
-        crate::forget_demo_lock(&mut redis, &format!("stock:{sku}")).await?;
-        Ok(())
+        Ok(self.data.del(&[&stock_key(sku)]).await?)
     }
 
     /// The service's routes, with this shop as their state.

@@ -7,7 +7,6 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use lock_runtime::distributed_lock;
-use redis::AsyncCommands;
 use serde_json::{Value, json};
 
 use super::{Shop, ShopError, stock_key};
@@ -30,15 +29,14 @@ pub(super) async fn place_order(
     State(shop): State<Shop>,
     Path(sku): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ShopError> {
-    let mut redis = shop.redis.clone();
     let key = stock_key(&sku);
-    let left: Option<u64> = redis.get(&key).await?;
+    let left = shop.data.get(&key).await?;
     let left = left.ok_or_else(|| ShopError::UnknownSku { sku: sku.clone() })?;
     if left == 0 {
         return Err(ShopError::SoldOut { sku });
     }
     tokio::time::sleep(PAYMENT).await;
-    let () = redis.set(&key, left - 1).await?;
+    shop.data.set(&key, left - 1).await?;
     // The fencing token: a store that remembers the highest one it has seen
     // can refuse a write from an owner that was paused past its lease.
     let fence = lock_runtime::current().map(|lock| lock.fence());

@@ -27,9 +27,36 @@ use crate::error::LockError;
 /// | `redis+redlock://host:port,host:port,host:port` | a majority of independent masters |
 /// | `memory://` | this process's in-memory store, no Redis ([`LockConfig::in_memory`]) |
 ///
+/// Each deployment's behaviour, requirements and caveats are in the guide
+/// page [`guide::deployments`](crate::guide::deployments).
+///
 /// Nothing is checked against the server until
 /// [`Locker::connect`](crate::Locker::connect); [`LockConfig::validate`] runs
 /// there and reports the first bad value as [`LockError::Config`].
+///
+/// | setting | default | |
+/// |---|---|---|
+/// | [`key_prefix`](LockConfig::key_prefix) | `lock:` | prefix of every key written |
+/// | [`default_ttl`](LockConfig::default_ttl) | 30 s | lease of a lock that sets none |
+/// | [`default_wait`](LockConfig::default_wait) | the lock's ttl | wait of a lock that sets none |
+/// | [`pool_size`](LockConfig::pool_size) | 1 | multiplexed connections for lock traffic, used round-robin (plus one for the watchdog's renewals and one for release messages) |
+/// | [`connect_timeout`](LockConfig::connect_timeout) | 2 s | bound of one connection attempt |
+/// | [`response_timeout`](LockConfig::response_timeout) | 1 s | bound of one command's answer |
+/// | [`retry_backoff`](LockConfig::retry_backoff) | 10 ms to 500 ms | jittered backoff between tries, used only when no release message comes |
+/// | [`tls_root_ca`](LockConfig::tls_root_ca), [`tls_client_cert`](LockConfig::tls_client_cert) | platform roots, no client certificate | TLS (`tls` feature); [`from_env`](LockConfig::from_env) reads `REDIS_TLS_CA_FILE`, `REDIS_TLS_CERT_FILE`, `REDIS_TLS_KEY_FILE` |
+/// | [`holder_label`](LockConfig::holder_label) | host name and pid | who this process is to [`Locker::inspect`](crate::Locker::inspect); carried inside the owner token, so it costs nothing |
+/// | [`restart_quarantine`](LockConfig::restart_quarantine) | the default ttl | Redlock: how long a restarted master's grants count only when every master grants |
+/// | [`wait_for_replicas`](LockConfig::wait_for_replicas) | off | after acquiring, wait for `n` replicas to confirm (one server or Sentinel) |
+///
+/// A password holding `?`, `#` or `/` goes in the URL percent-encoded
+/// (`?` as `%3F`); unencoded, the URL does not parse, and the
+/// [`LockError::Config`] it gets shows no part of the password. Every
+/// invalid value (an empty or unparsable URL, a ttl under 10 ms or over a
+/// year, pool size 0, zero timeouts, a key prefix containing `{`) is a
+/// [`LockError::Config`] whose message says what to fix. Any lock name up
+/// to 4 KiB works, braces, spaces and newlines included: inside the hash
+/// tag `%` and `}` are escaped, so no two names share a key and a lock and
+/// its channel always share a cluster slot.
 ///
 /// ```
 /// use lock_runtime::LockConfig;
@@ -113,7 +140,9 @@ impl LockConfig {
     /// at [`Locker::connect`](crate::Locker::connect). Every seed is
     /// reached alike: the same user and password, `rediss://` on all or
     /// none, no database number (a cluster has only 0), no unix socket;
-    /// seeds that differ are a [`LockError::Config`] at `connect`.
+    /// seeds that differ are a [`LockError::Config`] at `connect`. How a
+    /// Cluster is followed through failovers and slot migrations:
+    /// [`guide::deployments`](crate::guide::deployments#redis-cluster).
     ///
     /// ```
     /// let config = lock_runtime::LockConfig::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
@@ -136,7 +165,9 @@ impl LockConfig {
     /// database for the master goes in [`LockConfig::from_url`]'s
     /// `redis+sentinel://user:pass@h1,h2/<master>/<db>` form, which takes
     /// the sentinels' own credentials in its query
-    /// (`?sentinel_password=...`, `&sentinel_username=...`).
+    /// (`?sentinel_password=...`, `&sentinel_username=...`). How a failover
+    /// is followed, and what it can lose:
+    /// [`guide::deployments`](crate::guide::deployments#sentinel).
     ///
     /// ```
     /// let config = lock_runtime::LockConfig::sentinel(["redis://10.0.0.1:26379"], "orders")?;
@@ -161,7 +192,10 @@ impl LockConfig {
     }
 
     /// Redlock over independent `masters` (`redis://host:port` URLs, no
-    /// replication between them): a lock needs a majority of them.
+    /// replication between them): a lock needs a majority of them. Each
+    /// master is listed once; restarted masters are quarantined (see
+    /// [`LockConfig::restart_quarantine`]); the whole story is in
+    /// [`guide::deployments`](crate::guide::deployments#redlock).
     ///
     /// ```
     /// let config = lock_runtime::LockConfig::redlock([
@@ -291,6 +325,8 @@ impl LockConfig {
     /// Narrows (does not close) the window in which a failover loses a
     /// fresh lock. One server or Sentinel only: a Cluster or Redlock
     /// configuration with it fails at [`Locker::connect`](crate::Locker::connect).
+    /// What it costs and what it leaves open:
+    /// [`guide::deployments`](crate::guide::deployments#wait-for-replicas).
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = Some(ReplicaAck { replicas, timeout });
         self
@@ -354,7 +390,9 @@ impl LockConfig {
     /// Needs the `tls` feature ([`LockError::Config`] at `connect` without
     /// it). `from_env` reads it from the file `REDIS_TLS_CA_FILE` names.
     /// PEM holding no certificate (a path instead of the file's contents,
-    /// an empty file, a key) is a [`LockError::Config`] at `connect`.
+    /// an empty file, a key) is a [`LockError::Config`] at `connect`. TLS on
+    /// each deployment, and what `#insecure` gives up:
+    /// [`guide::deployments`](crate::guide::deployments#tls).
     ///
     /// ```no_run
     /// let config = lock_runtime::LockConfig::from_url("rediss://redis.internal:6380/")?

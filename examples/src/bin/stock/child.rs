@@ -5,27 +5,24 @@
 //! It connects, prints `ready`, waits for `go` on stdin (so that every
 //! process starts racing at the same moment), runs its buyer tasks until
 //! the shared budget of buyers is spent, and prints its [`Tally`] line.
+//!
+//! [`Tally`]: crate::tally::Tally
 
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_examples::{Flags, data_connection};
-use lock_runtime::{LockConfig, LockError, Locker};
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use lock_examples::Data;
+use lock_runtime::{LockConfig, Locker};
 use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 
-use crate::options::Mode;
-use crate::purchase::{Keys, buy_locked, take_one};
-use crate::tally::Tally;
+use crate::buyers::{self, Job};
+use crate::options::Cli;
+use crate::purchase::Keys;
 
-/// The first argument of a worker's command line.
-pub const FLAG: &str = "--child";
 /// The environment variable with the Redis URL (the parent's, even if the
-/// parent found or started its server some other way).
+/// parent started its server itself).
 pub const URL_VAR: &str = "REDIS_URL";
 /// What a worker prints once connected.
 pub const READY: &str = "ready";
@@ -34,83 +31,31 @@ pub const GO: &str = "go";
 /// Longest a worker waits for `go`.
 const GO_LIMIT: Duration = Duration::from_secs(30);
 
-/// Everything a worker needs to know.
-struct Job {
-    index: u64,
-    mode: Mode,
-    buyers: u64,
-    tasks: u64,
-    sku: String,
-    keys: Keys,
-}
-
-/// Runs one worker process.
-pub async fn run(args: Vec<String>) -> Result<ExitCode, String> {
-    let known = ["child", "sku", "mode", "buyers", "tasks"];
-    let flags = Flags::parse(args, &known)?;
+/// Runs worker number `index`.
+pub async fn run(index: u64, cli: Cli) -> Result<ExitCode, String> {
     let url = std::env::var(URL_VAR).map_err(|_| format!("{URL_VAR} is not set"))?;
-    let url = url.as_str();
-    let sku = flags.text("sku").ok_or("--sku is missing")?.to_owned();
+    let sku = cli.sku.ok_or("--sku is missing")?;
     let job = Arc::new(Job {
-        index: flags.number("child", 0)?,
-        mode: Mode::parse(flags.text("mode").unwrap_or("lock"))?,
-        buyers: flags.number("buyers", 0)?,
-        tasks: flags.number("tasks", 1)?.max(1),
+        mode: cli.mode,
+        buyers: cli.buyers,
+        tasks: cli.tasks,
         keys: Keys::new(&sku),
         sku,
     });
-    let text = |e: LockError| format!("worker {}: {e}", job.index);
-    let locker = Locker::connect(LockConfig::from_url(url).map_err(text)?)
-        .await
-        .map_err(text)?;
-    let redis = data_connection(url).await.map_err(|e| text(e.into()))?;
+    let text = |e: &dyn std::fmt::Display| format!("worker {index}: {e}");
+    let config = LockConfig::from_url(&url).map_err(|e| text(&e))?;
+    let locker = Locker::connect(config).await.map_err(|e| text(&e))?;
+    let data = Data::connect(&url).await.map_err(|e| text(&e))?;
 
-    let go = watch_parent(job.index);
+    let go = watch_parent(index);
     println!("{READY}");
     match tokio::time::timeout(GO_LIMIT, go).await {
         Ok(Ok(())) => {}
-        _ => return Err(format!("worker {}: no `go` from the parent", job.index)),
+        _ => return Err(format!("worker {index}: no `go` from the parent")),
     }
-
-    let mut buyers = JoinSet::new();
-    for _ in 0..job.tasks {
-        buyers.spawn(buy_until_done(job.clone(), locker.clone(), redis.clone()));
-    }
-    let mut tally = Tally::default();
-    while let Some(done) = buyers.join_next().await {
-        tally += done.map_err(|e| e.to_string())?.map_err(text)?;
-    }
-    tally.waits = locker.stats().contended;
+    let tally = buyers::run(job, locker, data).await.map_err(|e| text(&e))?;
     println!("{}", tally.to_line());
     Ok(ExitCode::SUCCESS)
-}
-
-/// One buyer task: takes buyer numbers from the shared counter until the
-/// budget is spent, and buys one unit for each.
-async fn buy_until_done(
-    job: Arc<Job>,
-    locker: Locker,
-    mut redis: MultiplexedConnection,
-) -> Result<Tally, LockError> {
-    let mut tally = Tally::default();
-    // Bounded: the counter only grows, and every turn takes a number.
-    while redis.incr::<_, _, u64>(&job.keys.buyers, 1).await? <= job.buyers {
-        let bought = match job.mode {
-            Mode::Lock => buy_locked(&locker, &job.sku, &mut redis, &job.keys).await,
-            Mode::None => take_one(&mut redis, &job.keys).await,
-        };
-        match bought {
-            Ok(true) => {
-                tally.sold += 1;
-                let () = redis.incr(&job.keys.sold, 1).await?;
-            }
-            Ok(false) => tally.sold_out += 1,
-            Err(LockError::Timeout { .. }) => tally.busy += 1,
-            Err(LockError::Lost { .. }) => tally.lost += 1,
-            Err(other) => return Err(other),
-        }
-    }
-    Ok(tally)
 }
 
 /// Reads the parent's stdin on a thread of its own: `go` completes the

@@ -1,12 +1,11 @@
-//! The command line of the parent process, and the one it gives its
-//! children.
+//! The command line, of the parent process and of the workers it starts.
 
 use std::time::Duration;
 
-use lock_examples::Flags;
+use clap::{Parser, ValueEnum};
 
 /// Read-then-write with or without the lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Each purchase is a `#[distributed_lock]` function.
     Lock,
@@ -15,15 +14,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Parses `lock` or `none`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "lock" => Ok(Mode::Lock),
-            "none" => Ok(Mode::None),
-            other => Err(format!("--mode is `lock` or `none`, not `{other}`")),
-        }
-    }
-
     /// The name used on the command line and in the result line.
     pub fn name(self) -> &'static str {
         match self {
@@ -33,49 +23,44 @@ impl Mode {
     }
 }
 
-/// What the run looks like.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// With or without the lock.
+/// Buyers race for the stock of one SKU, each with a read-then-write (GET,
+/// check, SET); with the lock, never more are sold than there were.
+///
+/// Locks and stock live in the Redis `REDIS_URL` names, else in a
+/// throwaway redis-server of its own, else in this process (the race then
+/// runs between lockers of one process). The first line says which; the
+/// last is `result: mode=<m> sold=<n> remaining=<n> oversold=<n>`.
+#[derive(Clone, Debug, Parser)]
+pub struct Cli {
+    /// `lock`: every purchase holds the SKU's lock; `none`: no lock.
+    #[arg(long, value_enum, default_value_t = Mode::Lock)]
     pub mode: Mode,
     /// Units in stock at the start.
+    #[arg(long, default_value_t = 200)]
     pub stock: u64,
     /// Buyers in total, shared by all processes.
+    #[arg(long, default_value_t = 400)]
     pub buyers: u64,
-    /// Worker processes.
+    /// Worker processes (lockers, on the in-memory store).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub processes: u64,
     /// Concurrent buyer tasks in each process.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub tasks: u64,
-    /// The whole run must finish within this, or the children are killed.
-    pub timeout: Duration,
+    /// Seconds the whole run may take before the workers are stopped.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_secs: u64,
+    /// Set by the parent on the workers it starts: this worker's number.
+    #[arg(long, hide = true)]
+    pub child: Option<u64>,
+    /// Set by the parent on its workers: the SKU of the run.
+    #[arg(long, hide = true)]
+    pub sku: Option<String>,
 }
 
-/// Upper bounds that keep a typo from forking a thousand processes.
-const MAX_PROCESSES: u64 = 64;
-const MAX_TASKS: u64 = 4096;
-
-impl Options {
-    /// Parses the parent's command line (without the program name).
-    pub fn parse(args: Vec<String>) -> Result<Self, String> {
-        let known = ["mode", "stock", "buyers", "processes", "tasks", "timeout"];
-        let flags = Flags::parse(args, &known)?;
-        let options = Options {
-            mode: Mode::parse(flags.text("mode").unwrap_or("lock"))?,
-            stock: flags.number("stock", 200)?,
-            buyers: flags.number("buyers", 400)?,
-            processes: flags.number("processes", 2)?,
-            tasks: flags.number("tasks", 8)?,
-            timeout: flags.seconds("timeout", Duration::from_secs(120))?,
-        };
-        if !(1..=MAX_PROCESSES).contains(&options.processes) {
-            return Err(format!("--processes must be 1 to {MAX_PROCESSES}"));
-        }
-        if !(1..=MAX_TASKS).contains(&options.tasks) {
-            return Err(format!("--tasks must be 1 to {MAX_TASKS}"));
-        }
-        if options.timeout.is_zero() {
-            return Err("--timeout must be at least 1 second".to_owned());
-        }
-        Ok(options)
+impl Cli {
+    /// The whole run must finish within this, or the workers are stopped.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs)
     }
 }

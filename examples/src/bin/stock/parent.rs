@@ -2,14 +2,15 @@
 //! progress, adds up their reports and prints the summary.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_examples::{DemoRedis, data_connection, forget_demo_lock};
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use lock_examples::{Backing, Data};
+use lock_runtime::Locker;
 use tokio::task::JoinSet;
 
-use crate::options::{Mode, Options};
+use crate::buyers::{self, Job};
+use crate::options::{Cli, Mode};
 use crate::progress::{Progress, Snapshot};
 use crate::purchase::Keys;
 use crate::summary::Summary;
@@ -24,33 +25,34 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const PROGRESS_READ_LIMIT: Duration = Duration::from_millis(500);
 
 /// Runs the demo; `Ok` carries the exit code (non-zero if the lock oversold).
-pub async fn run(args: Vec<String>) -> Result<ExitCode, String> {
-    let options = Options::parse(args)?;
+pub async fn run(options: Cli) -> Result<ExitCode, String> {
     // Kept alive to the end: a throwaway server stops when this drops.
-    let server = DemoRedis::find_or_start()?;
-    // The address, not the URL: a URL may carry a password.
-    let address = server.address();
-    let text = |e: redis::RedisError| format!("redis at {address}: {e}");
-    let mut redis = data_connection(server.url()).await.map_err(text)?;
+    let backing = Backing::choose()?;
+    println!("{}", backing.describe());
+    let place = backing
+        .url()
+        .map_or_else(|| "memory".to_owned(), lock_examples::backing::address);
+    let text = |e: redis::RedisError| format!("redis at {place}: {e}");
+    let data = backing.data().await.map_err(text)?;
     // Unique per run, so that runs against a shared Redis never mix.
     let sku = format!("demo-{}", std::process::id());
     let keys = Keys::new(&sku);
-    let () = redis::pipe()
-        .set(&keys.stock, options.stock)
-        .set(&keys.buyers, 0)
-        .set(&keys.sold, 0)
-        .query_async(&mut redis)
-        .await
-        .map_err(text)?;
-
-    let raced = race(&options, server.url(), &sku, &keys, &mut redis).await;
-    let remaining: Result<u64, _> = redis.get(&keys.stock).await;
-    let mut cleanup: Result<(), _> = redis.del(&[&keys.stock, &keys.buyers, &keys.sold]).await;
-    if cleanup.is_ok() {
-        cleanup = forget_demo_lock(&mut redis, &format!("stock:{sku}")).await;
+    for (key, value) in [
+        (&keys.stock, options.stock),
+        (&keys.buyers, 0),
+        (&keys.sold, 0),
+    ] {
+        data.set(key, value).await.map_err(text)?;
     }
+
+    let raced = match backing.url() {
+        Some(url) => race(&options, url, &sku, &keys, &data).await,
+        None => race_in_process(&options, &backing, &sku, &keys, &data).await,
+    };
+    let remaining = data.get(&keys.stock).await;
+    let cleanup = data.del(&[&keys.stock, &keys.buyers, &keys.sold]).await;
     let (tally, elapsed) = raced?;
-    let remaining = remaining.map_err(text)?;
+    let remaining = remaining.map_err(text)?.unwrap_or(0);
     cleanup.map_err(text)?;
 
     let summary = Summary {
@@ -70,17 +72,43 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, String> {
     })
 }
 
+/// The race without a server: each "process" is a locker of its own on
+/// the one in-memory store, with its buyer tasks, all in this process.
+async fn race_in_process(
+    options: &Cli,
+    backing: &Backing,
+    sku: &str,
+    keys: &Keys,
+    data: &Data,
+) -> Result<(Tally, Duration), String> {
+    let job = Arc::new(Job {
+        mode: options.mode,
+        buyers: options.buyers,
+        tasks: options.tasks,
+        sku: sku.to_owned(),
+        keys: keys.clone(),
+    });
+    let mut groups = JoinSet::new();
+    for _ in 0..options.processes {
+        let config = backing.lock_config().map_err(|e| e.to_string())?;
+        let locker = Locker::connect(config).await.map_err(|e| e.to_string())?;
+        groups.spawn(buyers::run(job.clone(), locker, data.clone()));
+    }
+    let started = Instant::now();
+    watch(options, keys, data, started, groups).await
+}
+
 /// Starts the workers, lets them race, and adds up their tallies. On any
 /// error the workers still running are killed (dropping a [`Worker`]
 /// kills its process).
 async fn race(
-    options: &Options,
+    options: &Cli,
     url: &str,
     sku: &str,
     keys: &Keys,
-    redis: &mut MultiplexedConnection,
+    data: &Data,
 ) -> Result<(Tally, Duration), String> {
-    let deadline = Instant::now() + options.timeout;
+    let deadline = Instant::now() + options.timeout();
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let assignment = Assignment {
         url,
@@ -108,14 +136,27 @@ async fn race(
     for worker in workers {
         running.spawn(worker.finish());
     }
+    watch(options, keys, data, started, running).await
+}
 
+/// Shows progress until every group of buyers is done, and adds up their
+/// tallies; past the run's timeout, stops them (dropping the set aborts
+/// its tasks, and a worker's process with them).
+async fn watch(
+    options: &Cli,
+    keys: &Keys,
+    data: &Data,
+    started: Instant,
+    mut running: JoinSet<Result<Tally, String>>,
+) -> Result<(Tally, Duration), String> {
+    let deadline = started + options.timeout();
     let mut progress = Progress::new(options.buyers);
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     let mut total = Tally::default();
     while !running.is_empty() {
         tokio::select! {
             _ = tick.tick() => {
-                if let Some(now) = snapshot(redis, keys).await {
+                if let Some(now) = snapshot(data, keys).await {
                     progress.show(now, started.elapsed());
                 }
             }
@@ -126,22 +167,25 @@ async fn race(
                 progress.finish(None, started.elapsed());
                 return Err(format!(
                     "the run took longer than {:?} (--timeout); workers stopped",
-                    options.timeout
+                    options.timeout()
                 ));
             }
         }
     }
     let elapsed = started.elapsed();
-    progress.finish(snapshot(redis, keys).await, elapsed);
+    progress.finish(snapshot(data, keys).await, elapsed);
     Ok((total, elapsed))
 }
 
-/// The counters of the run, or `None` if Redis did not answer in time
+/// The counters of the run, or `None` if they could not be read in time
 /// (the progress line is not worth stalling the run for).
-async fn snapshot(redis: &mut MultiplexedConnection, keys: &Keys) -> Option<Snapshot> {
-    let mut mget = redis::cmd("MGET");
-    mget.arg(&keys.buyers).arg(&keys.sold).arg(&keys.stock);
-    let read = mget.query_async::<(Option<u64>, Option<u64>, Option<u64>)>(redis);
+async fn snapshot(data: &Data, keys: &Keys) -> Option<Snapshot> {
+    let read = async {
+        let buyers = data.get(&keys.buyers).await?;
+        let sold = data.get(&keys.sold).await?;
+        let remaining = data.get(&keys.stock).await?;
+        Ok::<_, redis::RedisError>((buyers, sold, remaining))
+    };
     let (buyers, sold, remaining) = tokio::time::timeout(PROGRESS_READ_LIMIT, read)
         .await
         .ok()?

@@ -1,12 +1,11 @@
-//! One purchase, with and without the lock, and the Redis keys it uses.
+//! One purchase, with and without the lock, and the keys it uses.
 
 use std::time::Duration;
 
+use lock_examples::Data;
 use lock_runtime::{LockError, Locker, distributed_lock};
-use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 
-/// The Redis keys of one run. Distinct from the lock's own keys
+/// The keys of one run. Distinct from the lock's own keys
 /// (`lock:{stock:<sku>}`...), which the library manages.
 #[derive(Clone, Debug)]
 pub struct Keys {
@@ -33,14 +32,14 @@ impl Keys {
 /// One purchase: read the stock, and if any is left, write back one less.
 /// A read-then-write like this is exactly what races without a lock: two
 /// buyers read 7, both write 6, and two units were sold for one.
-pub async fn take_one(redis: &mut MultiplexedConnection, keys: &Keys) -> Result<bool, LockError> {
-    let left: u64 = redis.get(&keys.stock).await?;
+pub async fn take_one(data: &Data, keys: &Keys) -> Result<bool, LockError> {
+    let left = data.get(&keys.stock).await?.unwrap_or(0);
     if left == 0 {
         return Ok(false);
     }
     // The "payment" between the check and the write widens the window.
     tokio::time::sleep(Duration::from_millis(1)).await;
-    let () = redis.set(&keys.stock, left - 1).await?;
+    data.set(&keys.stock, left - 1).await?;
     Ok(true)
 }
 
@@ -51,8 +50,8 @@ pub async fn take_one(redis: &mut MultiplexedConnection, keys: &Keys) -> Result<
 pub async fn buy_locked(
     locker: &Locker,
     sku: &str,
-    redis: &mut MultiplexedConnection,
+    data: &Data,
     keys: &Keys,
 ) -> Result<bool, LockError> {
-    take_one(redis, keys).await
+    take_one(data, keys).await
 }

@@ -3,13 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::options::{Mode, Options};
+use crate::options::{Cli, Mode};
 use crate::tally::Tally;
 
 /// The outcome of a whole run.
 pub struct Summary {
     /// What was asked for.
-    pub options: Options,
+    pub options: Cli,
     /// All workers' tallies added up.
     pub tally: Tally,
     /// The stock count left in Redis.

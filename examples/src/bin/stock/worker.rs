@@ -39,7 +39,7 @@ impl Worker {
     /// Starts `exe` (this very program) as worker number `index`.
     pub fn spawn(exe: &Path, index: u64, job: &Assignment<'_>) -> Result<Self, String> {
         let mut child = Command::new(exe)
-            .arg(child::FLAG)
+            .arg("--child")
             .arg(index.to_string())
             .args(["--sku", job.sku, "--mode", job.mode])
             .args(["--buyers", &job.buyers.to_string()])
