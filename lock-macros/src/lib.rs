@@ -104,6 +104,7 @@ use proc_macro::TokenStream;
 /// | `wait = "2s"` | the locker's `default_wait` (else the ttl) | longest wait for a busy lock; `"0s"` tries once |
 /// | `watchdog = true` | `true` | renew the lease while the body runs; `false` = a fixed lease, reported lost when it ends |
 /// | `on_lost = "cancel"` | `"cancel"` | on loss, drop the body at its next `.await` and return `Err(LockError::Lost)`; `"continue"` lets it finish and logs the loss |
+/// | `on_release_error = "warn"` | `"warn"` | when the release after the body fails (the lock then stays until its lease ends): `"warn"` returns the body's output, logs the failure and counts it (`LockerStats::release_errors`, `lock_release_errors_total`), since what the body did took effect and a caller told otherwise might run it again; `"fail"` returns `Err(LockError::ReleaseFailed)` instead |
 /// | `reentrant = true` | `true` | nesting as above; `false` makes a nested call fail at once with `LockError::HeldByThisTask` |
 /// | `max_hold = "5m"` | none | the longest the lock may be held: then it is no longer renewed, the body is stopped with `LockError::HoldCapExceeded` (told and left to run under `on_lost = "continue"`), and the lock is given back |
 /// | `locker = expr` | the global locker (`lock_runtime::init`) | a `Locker` (`self.locker`, a parameter, `shop.locker` of an extractor's binding) or a static `OnceLock<Locker>` |
@@ -114,7 +115,8 @@ use proc_macro::TokenStream;
 /// Each at its token, all of them in one build: an unknown or empty
 /// placeholder (naming the parameters that exist), an unclosed `<`, a bad
 /// duration, a zero ttl, an unknown or repeated argument, a missing `key`, a
-/// value of the wrong type, an `on_lost` other than `"cancel"`/`"continue"`,
+/// value of the wrong type, an `on_lost` other than `"cancel"`/`"continue"`
+/// (or an `on_release_error` other than `"warn"`/`"fail"`),
 /// a non-async fn, a return type that is not a `Result` (at the return
 /// type), an error type without `From<LockError>` (at the error type), the
 /// attribute on something that is not a function. The original item is

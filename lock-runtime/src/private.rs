@@ -18,21 +18,6 @@ pub fn locker_from<S: LockerSource + ?Sized>(source: &S) -> Result<Locker, LockE
     source.locker().cloned()
 }
 
-/// Converts a lock failure into the function's return value,
-/// `Err(E::from(error))`. A generic function rather than an inline
-/// `From::from`, so that functions returning `Result<_, LockError>` do not
-/// trip `clippy::useless_conversion`; bounded by [`ReturnsResult`], which
-/// only `Result` implements, so that a return type of the user's own (an
-/// axum `Response`, a `Receipt`) is reported as not a `Result`, at the
-/// return type where the generated code spans this call.
-pub fn lock_error_into<R>(error: LockError) -> R
-where
-    R: ReturnsResult,
-    R::Error: From<LockError>,
-{
-    R::from_error(R::Error::from(error))
-}
-
 /// A `Result`: what an annotated function must return, so that a lock
 /// failure has somewhere to go.
 #[diagnostic::on_unimplemented(

@@ -91,7 +91,7 @@ pub(crate) use crate::engine::renewal::SEEDED;
 /// [`YIELD`]) is free to anyone but that line: the taker's value is
 /// marked, so that its release tells the line, which waits.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/acquire.lua"), twins::acquire));
+    LazyLock::new(|| LuaScript::with_twin(include_str!("acquire.lua"), twins::acquire));
 
 /// Lets go of a held lock for the callers outside the holder's locker
 /// (see [`crate::engine::handover`]): the key keeps, for a short grace, a mark
@@ -106,7 +106,7 @@ pub(crate) static ACQUIRE: LazyLock<LuaScript> =
 /// own listener knows it for its own. Returns 1 when the lock was ours
 /// (now let go of), 0 when it was gone or someone else's.
 pub(crate) static YIELD: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(include_str!("scripts/yield.lua"), twins::yield_to_others)
+    LuaScript::with_twin(include_str!("yield.lua"), twins::yield_to_others)
 });
 
 /// Deletes the lock only if the caller still owns it, and tells waiters
@@ -124,7 +124,7 @@ pub(crate) static YIELD: LazyLock<LuaScript> = LazyLock::new(|| {
 /// `crate::engine::wait::Sightings`). Returns 1 when deleted, 0 when the lock was
 /// gone or someone else's.
 pub(crate) static RELEASE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/release.lua"), twins::release));
+    LazyLock::new(|| LuaScript::with_twin(include_str!("release.lua"), twins::release));
 
 /// Hands a held lock straight to a new owner token: the next task of the
 /// holder's locker waiting for the same key (see [`crate::engine::handover`]). The
@@ -138,14 +138,14 @@ pub(crate) static RELEASE: LazyLock<LuaScript> =
 /// (the mark stays, so the taker's release announces itself). The fence is
 /// above the giver's even if both grants read the same microsecond.
 pub(crate) static PASS: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/pass.lua"), twins::pass));
+    LazyLock::new(|| LuaScript::with_twin(include_str!("pass.lua"), twins::pass));
 
 /// A broken release, for the `sabotage` feature only: deletes the key
 /// whoever holds it.
 #[cfg(feature = "sabotage")]
 pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
-        include_str!("scripts/blind_release.lua"),
+        include_str!("blind_release.lua"),
         twins::blind_release,
     )
 });
@@ -155,7 +155,7 @@ pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
 /// path a hand-over takes).
 #[cfg(feature = "sabotage")]
 pub(crate) static BLIND_PASS: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(include_str!("scripts/blind_pass.lua"), twins::blind_pass)
+    LuaScript::with_twin(include_str!("blind_pass.lua"), twins::blind_pass)
 });
 
 /// What an operator sees of a lock: its value and remaining lease.
@@ -164,7 +164,7 @@ pub(crate) static BLIND_PASS: LazyLock<LuaScript> = LazyLock::new(|| {
 /// The value carries the owner's token; the caller keeps only its public
 /// parts (see [`crate::owner::stored_value`]).
 pub(crate) static INSPECT: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::with_twin(include_str!("scripts/inspect.lua"), twins::inspect));
+    LazyLock::new(|| LuaScript::with_twin(include_str!("inspect.lua"), twins::inspect));
 
 /// Deletes the lock whoever holds it, and tells waiters: for operators
 /// (`Locker::force_unlock`). The holder learns of it at its next renewal.
@@ -174,7 +174,7 @@ pub(crate) static INSPECT: LazyLock<LuaScript> =
 /// something was deleted.
 pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::with_twin(
-        include_str!("scripts/force_release.lua"),
+        include_str!("force_release.lua"),
         twins::force_release,
     )
 });
@@ -210,7 +210,7 @@ pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
 /// from a snapshot older than its last lock, which brings the mark back
 /// without that lock (the README tells operators to avoid that).
 pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/acquire_counted.lua")));
+    LazyLock::new(|| LuaScript::new(include_str!("acquire_counted.lua")));
 
 /// Redlock, after a majority granted: confirms the lock is still ours on
 /// this master and raises its counter to the fence handed out (the highest
@@ -224,7 +224,7 @@ pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
 /// Returns 1 when the lock is ours (and the counter is now at least the
 /// fence), 0 when it is not.
 pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("scripts/raise_counter.lua")));
+    LazyLock::new(|| LuaScript::new(include_str!("raise_counter.lua")));
 
 /// Every script, for loading on a fresh master.
 pub(crate) fn all() -> &'static [&'static LuaScript] {
