@@ -105,9 +105,8 @@ pub(crate) static ACQUIRE: LazyLock<LuaScript> =
 /// the server's clock in µs, then `:` and the line, so that the line's
 /// own listener knows it for its own. Returns 1 when the lock was ours
 /// (now let go of), 0 when it was gone or someone else's.
-pub(crate) static YIELD: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(include_str!("yield.lua"), twins::yield_to_others)
-});
+pub(crate) static YIELD: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("yield.lua"), twins::yield_to_others));
 
 /// Deletes the lock only if the caller still owns it, and tells waiters
 /// when one marked it.
@@ -143,20 +142,15 @@ pub(crate) static PASS: LazyLock<LuaScript> =
 /// A broken release, for the `sabotage` feature only: deletes the key
 /// whoever holds it.
 #[cfg(feature = "sabotage")]
-pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        include_str!("blind_release.lua"),
-        twins::blind_release,
-    )
-});
+pub(crate) static BLIND_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("blind_release.lua"), twins::blind_release));
 
 /// A broken pass, for the `sabotage` feature only: hands the lock to the
 /// taker whoever holds it (the same defect as [`BLIND_RELEASE`], on the
 /// path a hand-over takes).
 #[cfg(feature = "sabotage")]
-pub(crate) static BLIND_PASS: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(include_str!("blind_pass.lua"), twins::blind_pass)
-});
+pub(crate) static BLIND_PASS: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("blind_pass.lua"), twins::blind_pass));
 
 /// What an operator sees of a lock: its value and remaining lease.
 ///
@@ -172,12 +166,8 @@ pub(crate) static INSPECT: LazyLock<LuaScript> =
 /// `KEYS[1]` lock; `ARGV[1]` release channel, `ARGV[2]` the publish
 /// command (as [`RELEASE`], with the same message). Returns 1 when
 /// something was deleted.
-pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::with_twin(
-        include_str!("force_release.lua"),
-        twins::force_release,
-    )
-});
+pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::with_twin(include_str!("force_release.lua"), twins::force_release));
 
 /// Redlock's acquire on one master: [`ACQUIRE`] with the fence from the
 /// master's counter, and whether this master is still in its restart
