@@ -626,11 +626,22 @@ mod tests {
         )
     }
 
-    /// A `redis` crate connection through the proxy.
+    /// A `redis` crate connection through the proxy. A machine stalled
+    /// mid-connect interrupts the wait (`EINTR`): an I/O failure is tried
+    /// again until the connect timeout is spent, as `RedisServer` does.
     fn redis_connection(proxy: &FaultProxy) -> redis::Connection {
-        let con = redis::Client::open(proxy.url())
-            .and_then(|client| client.get_connection_with_timeout(LONG))
-            .expect("redis connection through the proxy");
+        let deadline = Instant::now() + LONG;
+        let con = loop {
+            let attempt = redis::Client::open(proxy.url())
+                .and_then(|client| client.get_connection_with_timeout(LONG));
+            match attempt {
+                Ok(con) => break con,
+                Err(e) if e.is_io_error() && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("redis connection through the proxy: {e}"),
+            }
+        };
         con.set_read_timeout(Some(LONG)).unwrap();
         con
     }
