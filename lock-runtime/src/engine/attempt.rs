@@ -34,13 +34,14 @@ use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
-use crate::engine::lease::{Grant, Lease};
+use crate::engine::lease::{Grant, Lease, LeaseState, Role};
 use crate::engine::primitive::{AcquireReply, Primitive, Try};
 use crate::engine::release::Hold;
 use crate::engine::retry;
 use crate::engine::stats::Counters;
 use crate::engine::validity;
-use crate::engine::wait::{Backoff, Sightings, Subscription, Turn};
+use crate::engine::wait::{Backoff, Listening, Sightings, Subscription, Turn};
+use crate::engine::watchdog::Watched;
 use crate::error::LockError;
 use crate::host::LetGo;
 use crate::metrics;
@@ -101,6 +102,14 @@ pub(crate) struct Attempt<P: Primitive> {
     timer_due: Option<Instant>,
     /// Once moved: set when the caller lets go of the acquisition.
     let_go: Option<LetGo>,
+    /// What a waiter that takes no turn in its locker's line listens with
+    /// (see [`Primitive::takes_turn`]); one that does listens with its
+    /// line's.
+    own_listening: Listening,
+    /// The place its token keeps while it waits, watched by the watchdog
+    /// (see [`Primitive::place`]): given up when the attempt ends without
+    /// the hold.
+    place: Option<(Arc<Lease>, Watched)>,
 }
 
 /// What an attempt found busy waits for before its next try.
@@ -158,6 +167,8 @@ impl<P: Primitive> Attempt<P> {
             parked: None,
             timer_due: None,
             let_go: None,
+            own_listening: Listening::default(),
+            place: None,
             core: core.clone(),
         }
     }
@@ -242,8 +253,9 @@ impl<P: Primitive> Attempt<P> {
     async fn attempt(&mut self, may_move: bool) -> Result<Step<P>, LockError> {
         let started = self.started;
         // An acquisition that may wait takes its turn among this locker's
-        // tasks for the key first (see `Turns`); one that tries once does not.
-        if !self.plan.wait.is_zero() {
+        // tasks for the key first (see `Turns`); one that tries once does
+        // not, nor one of a primitive many hold at once.
+        if !self.plan.wait.is_zero() && self.primitive.takes_turn() {
             self.contended = self.take_turn(self.plan.wait, started).await?;
             if let Some(guard) = self.take_handover(started).await {
                 return Ok(Step::Granted(guard));
@@ -321,7 +333,16 @@ impl<P: Primitive> Attempt<P> {
                     tokio::time::sleep(self.backoff.next_pause().min(left)).await;
                     continue;
                 }
-                AcquireReply::Busy { pttl, sightings } => (pttl, sightings),
+                AcquireReply::Busy {
+                    pttl,
+                    sightings,
+                    place,
+                } => {
+                    if place {
+                        self.keep_place(sent_at);
+                    }
+                    (pttl, sightings)
+                }
             };
             self.contended = true;
             // Someone else took it meanwhile: the line's run ended.
@@ -334,7 +355,7 @@ impl<P: Primitive> Attempt<P> {
                 // between the try and the subscription went unheard.
                 continue;
             }
-            let listening = self.turn.as_mut().is_some_and(|t| t.listening().confirmed);
+            let listening = self.listening().is_some_and(|l| l.confirmed);
             // Listening for the release: wait for its message, the end of
             // the owner's lease (a lock that expires is not announced), or
             // the longest backoff step, whichever is first: a subscription
@@ -483,7 +504,7 @@ impl<P: Primitive> Attempt<P> {
     /// the key (see [`crate::engine::wait::Turns`]); true when it had to wait
     /// behind others.
     async fn take_turn(&mut self, wait: Duration, started: Instant) -> Result<bool, LockError> {
-        let key = self.primitive.keys().lock();
+        let key = self.primitive.line();
         let Some(turn) = self.core.turns.wait_turn(key, wait).await else {
             // Behind this locker's other tasks for the whole wait.
             self.contended = true;
@@ -565,11 +586,10 @@ impl<P: Primitive> Attempt<P> {
     async fn listen(&mut self, left: Duration) -> bool {
         let patience = left.min(self.core.config.response_timeout);
         let releases = self.core.releases.clone();
-        let channel = self.primitive.keys().channel().to_owned();
-        let Some(turn) = self.turn.as_mut() else {
+        let channel = self.primitive.channel().to_owned();
+        let Some(listening) = self.listening() else {
             return false;
         };
-        let listening = turn.listening();
         if listening.subscription.is_some() {
             return false;
         }
@@ -582,9 +602,51 @@ impl<P: Primitive> Attempt<P> {
         true
     }
 
-    /// The line's subscription, while this task has the turn.
+    /// What this attempt listens for releases with: its line's, while it
+    /// has the turn; its own, when it takes none and may wait.
+    fn listening(&mut self) -> Option<&mut Listening> {
+        match self.turn.as_mut() {
+            Some(turn) => Some(turn.listening()),
+            None if !self.plan.wait.is_zero() => Some(&mut self.own_listening),
+            None => None,
+        }
+    }
+
+    /// The subscription it listens with, once subscribed.
     fn subscription(&mut self) -> Option<&mut Subscription> {
-        self.turn.as_mut()?.listening().subscription.as_mut()
+        self.listening()?.subscription.as_mut()
+    }
+
+    /// Keeps the place the try sent at `sent_at` left its token holding
+    /// (see [`Primitive::place`]), unless one is kept already: a lease the
+    /// watchdog renews while the attempt waits.
+    fn keep_place(&mut self, sent_at: Instant) {
+        let Some(place) = self.primitive.place() else {
+            return;
+        };
+        let kept = self.place.as_ref();
+        if kept.is_some_and(|(lease, _)| lease.state() == LeaseState::Held) {
+            return;
+        }
+        let core = &self.core;
+        let lease = Arc::new(Lease::new(Grant {
+            id: core.next_lease_id(),
+            keys: self.primitive.keys().clone(),
+            leased: place.leased,
+            role: Role::Place,
+            token: self.token.clone(),
+            fence: 0,
+            ttl: place.ttl,
+            route: Route::pooled(self.route.conn),
+            sent_at,
+            granted_at: sent_at,
+            fence_basis: FenceBasis::issued_now(0),
+            clock: core.clock(),
+            max_hold: None,
+            labels: self.labels(),
+        }));
+        let watched = core.watchdog.watch(lease.clone(), true, sent_at, None);
+        self.place = Some((lease, watched));
     }
 
     /// Gives back a grant that came too late to use (on the try's route,
@@ -646,6 +708,8 @@ impl<P: Primitive> Attempt<P> {
             fence_basis,
         } = won;
         self.armed = false;
+        // The grant took the place, if it kept one.
+        self.place = None;
         let core = &self.core;
         let counters = &core.counters;
         Counters::bump(&counters.acquired);
@@ -655,6 +719,8 @@ impl<P: Primitive> Attempt<P> {
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
             keys: self.primitive.keys().clone(),
+            leased: self.primitive.leased(),
+            role: Role::Hold,
             // Not needed here any more: the attempt is disarmed.
             token: self.token.take(),
             fence,
@@ -692,6 +758,20 @@ impl<P: Primitive> Attempt<P> {
 
 impl<P: Primitive> Drop for Attempt<P> {
     fn drop(&mut self) {
+        if let Some((lease, watched)) = self.place.take() {
+            // Not renewed any more, and given up on the server at once
+            // (rather than at the end of its lease).
+            lease.mark_released();
+            drop(watched);
+            let (backend, route, token) =
+                (self.core.backend.clone(), self.route, self.token.clone());
+            let primitive = self.primitive.clone();
+            self.core.host.detach(self.core.config.two_calls_bound(), async move {
+                if let Err(err) = primitive.leave_place(&backend, route, &token).await {
+                    tracing::debug!(error = %err, "leaving a waiting place failed; its lease will run out");
+                }
+            });
+        }
         if !self.armed {
             return;
         }

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::backend::Route;
 use crate::engine::fence::FenceBasis;
+use crate::engine::renewal::LeaseKind;
 use crate::engine::validity;
 use crate::host::clock::Clock;
 use crate::keys::LockKeys;
@@ -26,10 +27,39 @@ pub(crate) enum LeaseState {
     Released,
 }
 
+/// What a lease is on the server: its kind, and its key (the resource's
+/// lock key followed by `suffix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Leased {
+    pub(crate) kind: LeaseKind,
+    pub(crate) suffix: &'static str,
+}
+
+impl Leased {
+    /// The exclusive lock's: the resource's lock key holds the token.
+    pub(crate) const KEY: Leased = Leased {
+        kind: LeaseKind::Key,
+        suffix: "",
+    };
+}
+
+/// What a lease is to its holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A hold: the lock itself, counted, measured and told when lost.
+    Hold,
+    /// A place a waiting attempt keeps while it waits (a writer's intent,
+    /// a place in a queue): renewed like any lease, but not a lock; its
+    /// loss only means the attempt takes a new place at its next try.
+    Place,
+}
+
 /// What a grant is made of: everything a [`Lease`] starts from.
 pub(crate) struct Grant {
     pub(crate) id: u64,
     pub(crate) keys: LockKeys,
+    pub(crate) leased: Leased,
+    pub(crate) role: Role,
     pub(crate) token: OwnerToken,
     pub(crate) fence: u64,
     /// The lease length sent to the server, in whole milliseconds.
@@ -50,10 +80,13 @@ pub(crate) struct Grant {
     pub(crate) labels: metrics::Labels,
 }
 
-/// One acquired lock.
+/// One acquired lock, or a place kept while waiting for one.
 pub(crate) struct Lease {
     pub(crate) id: u64,
     pub(crate) keys: LockKeys,
+    /// What it is on the server.
+    pub(crate) leased: Leased,
+    pub(crate) role: Role,
     pub(crate) token: OwnerToken,
     pub(crate) fence: u64,
     /// The lease length actually sent to the server, in whole milliseconds.
@@ -99,7 +132,9 @@ impl Lease {
             template = grant.labels.template,
             fence = grant.fence,
         );
-        metrics::granted(grant.labels);
+        if grant.role == Role::Hold {
+            metrics::granted(grant.labels);
+        }
         Self {
             id: grant.id,
             validity: Mutex::new(Validity {
@@ -107,6 +142,8 @@ impl Lease {
                 until: validity::validity_end(grant.sent_at, grant.ttl),
             }),
             keys: grant.keys,
+            leased: grant.leased,
+            role: grant.role,
             token: grant.token,
             fence: grant.fence,
             ttl: grant.ttl,
@@ -182,9 +219,12 @@ impl Lease {
             *state = to;
             left = true;
             account();
-            metrics::ended(self.labels, || {
-                self.clock.now().saturating_duration_since(self.granted_at)
-            });
+            // A place was never a lock held.
+            if self.role == Role::Hold {
+                metrics::ended(self.labels, || {
+                    self.clock.now().saturating_duration_since(self.granted_at)
+                });
+            }
             // Wake subscribers only if there are any: most holds have
             // none, and the wake-up walks every shard of the channel's
             // notifier. One subscribing meanwhile is either counted here
@@ -246,6 +286,8 @@ mod tests {
         Lease::new(Grant {
             id: 1,
             keys: LockKeys::new("lock:", "k").unwrap(),
+            leased: Leased::KEY,
+            role: Role::Hold,
             token: OwnerToken::random("test"),
             fence: 1,
             ttl: Duration::from_secs(1),

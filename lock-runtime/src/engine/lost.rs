@@ -42,7 +42,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::engine::lease::{Lease, LeaseState};
+use crate::engine::lease::{Lease, LeaseState, Role};
 use crate::engine::stats::Counters;
 
 /// Why a lease was lost.
@@ -98,8 +98,20 @@ impl Cause {
     }
 }
 
-/// Reports `lease` lost for `cause`: once, and never after a release.
+/// Reports `lease` lost for `cause`: once, and never after a release. A
+/// place a waiting attempt kept is no lock: its loss is not counted, only
+/// noted (the attempt takes a new place at its next try).
 pub(crate) fn declare(lease: &Lease, cause: Cause, counters: &Counters) {
+    if lease.role == Role::Place {
+        if lease.leave_held(LeaseState::Lost, || {}) {
+            tracing::debug!(
+                key = lease.keys.name(),
+                cause = cause.label(),
+                "a waiting place ended"
+            );
+        }
+        return;
+    }
     let account = || {
         Counters::bump(&counters.lost);
         if cause == Cause::HoldCap {

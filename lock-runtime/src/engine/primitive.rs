@@ -23,6 +23,7 @@ use crate::backend::flights::{InFlight, Landing};
 use crate::backend::{Backend, NodeBackend, Route};
 use crate::config::ReplicaAck;
 use crate::engine::handover::GiveBack;
+use crate::engine::lease::Leased;
 use crate::engine::wait::Sightings;
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -42,6 +43,58 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     /// ([`LockKeys::lock`]), its release messages come on
     /// [`LockKeys::channel`], and errors name it by [`LockKeys::name`].
     fn keys(&self) -> &LockKeys;
+
+    /// What a holder's lease is on the server (the exclusive lock's: the
+    /// lock key holds the token).
+    fn leased(&self) -> Leased {
+        Leased::KEY
+    }
+
+    /// Where this locker's tasks that want it queue (one line per key).
+    fn line(&self) -> &str {
+        self.keys().lock()
+    }
+
+    /// The channel its release messages come on.
+    fn channel(&self) -> &str {
+        self.keys().channel()
+    }
+
+    /// Whether an acquisition that may wait takes its turn in its locker's
+    /// line, so that one task at a time contends on the server for the
+    /// key: yes for a lock one holder holds at a time; no where many may
+    /// hold at once and all of them should try (readers of a read/write
+    /// lock).
+    fn takes_turn(&self) -> bool {
+        true
+    }
+
+    /// Whether a hold is passed to the next task of the locker in line
+    /// ([`Self::pass`], or in process) and, after the line's share, let go
+    /// for the callers outside it ([`Self::yield_to_others`]); otherwise
+    /// it is released and the next in line tries as anyone else.
+    const PASSES: bool = true;
+
+    /// What a waiting attempt keeps while it waits, when a busy answer
+    /// says its token holds a place ([`AcquireReply::Busy`]'s `place`):
+    /// what it is on the server and how long its lease runs between
+    /// renewals. None for a primitive whose waiters keep nothing.
+    fn place(&self) -> Option<Place> {
+        None
+    }
+
+    /// Gives up the place `token` holds (the attempt ended without the
+    /// hold), if it still holds it; true when it did. Only called for a
+    /// primitive with a [`Self::place`].
+    fn leave_place<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        let _ = (backend, route, token);
+        std::future::ready(Ok(false))
+    }
 
     /// One try at taking it for `attempt.token`. Idempotent for that
     /// token: a retry after a lost reply finds the hold already its own.
@@ -84,6 +137,14 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
 }
 
+/// A place a waiting attempt keeps: a lease its token holds while it
+/// waits, renewed by the watchdog, given up when the attempt ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Place {
+    pub(crate) leased: Leased,
+    pub(crate) ttl: Duration,
+}
+
 /// One try at taking a primitive's resource.
 pub(crate) struct Try<'a> {
     /// Where the try goes; its clean-up goes the same way.
@@ -122,6 +183,9 @@ pub(crate) enum AcquireReply {
         /// What a Redlock round saw on each master, which tells the release
         /// messages that follow apart (none elsewhere: every one is news).
         sightings: Option<Sightings>,
+        /// The try left the attempt's token holding a place while it waits
+        /// (see [`Primitive::place`]).
+        place: bool,
     },
     /// Nothing is known: the call did not run this time (a cluster slot in
     /// mid-migration), but an earlier try of the same acquisition may hold

@@ -127,7 +127,8 @@ async fn let_go<P: Primitive>(
     turn: &mut Option<Turn>,
     mut sent_before: bool,
 ) -> Result<bool, LockError> {
-    if let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
+    if P::PASSES
+        && let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
         && let Backend::Node(node) = &core.backend
     {
         if turn.may_pass_in_process()
@@ -186,7 +187,7 @@ async fn let_go<P: Primitive>(
     }
     // After its share while others wait, the line lets the lock go for
     // them (see `crate::engine::handover`).
-    let grace = turn.as_mut().and_then(Turn::yields);
+    let grace = turn.as_mut().filter(|_| P::PASSES).and_then(Turn::yields);
     if let (Some(grace), Backend::Node(node)) = (grace, &core.backend) {
         let (route, token) = (lease.route, &lease.token);
         return release(core, lease, sent_before, || {

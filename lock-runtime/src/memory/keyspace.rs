@@ -1,6 +1,9 @@
 //! [`Keyspace`]: the in-memory store's data, and the few Redis commands
-//! the lock scripts use (`GET`, `SET [NX] PX`, `DEL`, `PEXPIRE`, `PTTL`,
-//! `TIME`, `PUBLISH`) with Redis's answers.
+//! the lock scripts use (`GET`, `SET [NX] PX`, `APPEND`, `DEL`, `PEXPIRE`,
+//! `PTTL`, `TIME`, `PUBLISH`, and on sorted sets `ZADD`, `ZSCORE`, `ZREM`,
+//! `ZCARD`, `ZREMRANGEBYSCORE` and the highest score) with Redis's
+//! answers. A twin never reads a key as another type than it wrote it
+//! with: a string read of a sorted set finds nothing.
 //!
 //! # Time
 //! A call sees one instant, taken when it starts (as Redis freezes the
@@ -37,6 +40,8 @@ pub(crate) struct Keyspace {
     last_time_at: Option<std::time::Instant>,
     /// The current call's instant, and its clock.
     now: Instant,
+    /// What [`Keyspace::now_ms`] counts from.
+    epoch: Instant,
     clock: ClockId,
     /// `(channel, message)` of each publish of the current call,
     /// delivered after it.
@@ -45,10 +50,35 @@ pub(crate) struct Keyspace {
 
 #[derive(Debug)]
 struct Entry {
-    value: String,
+    data: Data,
     expires_at: Option<Instant>,
     /// The clock `expires_at` is on.
     clock: ClockId,
+}
+
+/// What a key holds.
+#[derive(Debug)]
+enum Data {
+    Text(String),
+    /// A sorted set: member to score. The lock scripts' scores are whole
+    /// numbers (deadlines in ms), so they are kept as such.
+    Sorted(HashMap<String, i64>),
+}
+
+impl Entry {
+    fn text(&self) -> Option<&str> {
+        match &self.data {
+            Data::Text(text) => Some(text),
+            Data::Sorted(_) => None,
+        }
+    }
+
+    fn sorted(&mut self) -> Option<&mut HashMap<String, i64>> {
+        match &mut self.data {
+            Data::Sorted(set) => Some(set),
+            Data::Text(_) => None,
+        }
+    }
 }
 
 impl Default for Keyspace {
@@ -59,6 +89,7 @@ impl Default for Keyspace {
             last_time_us: 0,
             last_time_at: None,
             now: Instant::now(),
+            epoch: Instant::now(),
             clock: None,
             published: Vec::new(),
         }
@@ -81,21 +112,119 @@ impl Keyspace {
         std::mem::take(&mut self.published)
     }
 
-    /// `GET`.
+    /// `GET` (nothing for a key that is not a string).
     pub(crate) fn get(&mut self, key: &str) -> Option<&str> {
         self.drop_if_expired(key);
-        self.entries.get(key).map(|entry| entry.value.as_str())
+        self.entries.get(key).and_then(Entry::text)
+    }
+
+    /// Milliseconds on the clock of the call, from a moment of the
+    /// store's own: what scores that are deadlines count in, so that they
+    /// pass with the keys' expiries (a test's paused clock included). The
+    /// twin of `TIME` in milliseconds for those scores; fences take the
+    /// wall clock ([`Self::time_us`]).
+    pub(crate) fn now_ms(&self) -> i64 {
+        // Far from zero, and from the overflow, whichever clock calls.
+        const FROM: i128 = 1_000_000_000_000;
+        let nanos = match self.now.checked_duration_since(self.epoch) {
+            Some(after) => i128::try_from(after.as_nanos()).unwrap_or(i128::MAX / 2),
+            None => -i128::try_from(self.epoch.duration_since(self.now).as_nanos())
+                .unwrap_or(i128::MAX / 2),
+        };
+        // Whole milliseconds, rounded down on both sides of the epoch.
+        let ms = FROM + nanos.div_euclid(1_000_000);
+        i64::try_from(ms).unwrap_or(i64::MAX)
+    }
+
+    /// `ZADD key score member`: true when the member is new. A missing
+    /// key is made (without an expiry); a key of another type is left as
+    /// it is (false).
+    pub(crate) fn zadd(&mut self, key: &str, score: i64, member: &str) -> bool {
+        self.drop_if_expired(key);
+        let entry = self.entries.entry(key.to_owned()).or_insert_with(|| Entry {
+            data: Data::Sorted(HashMap::new()),
+            expires_at: None,
+            clock: self.clock,
+        });
+        entry
+            .sorted()
+            .is_some_and(|set| set.insert(member.to_owned(), score).is_none())
+    }
+
+    /// `ZSCORE key member`.
+    pub(crate) fn zscore(&mut self, key: &str, member: &str) -> Option<i64> {
+        self.drop_if_expired(key);
+        self.entries.get_mut(key)?.sorted()?.get(member).copied()
+    }
+
+    /// `ZREM key member`: true when it was there. An emptied set is gone,
+    /// as in Redis.
+    pub(crate) fn zrem(&mut self, key: &str, member: &str) -> bool {
+        self.drop_if_expired(key);
+        let Some(set) = self.entries.get_mut(key).and_then(Entry::sorted) else {
+            return false;
+        };
+        let removed = set.remove(member).is_some();
+        if set.is_empty() {
+            self.del(key);
+        }
+        removed
+    }
+
+    /// `ZCARD key`.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the twins of the read/write lock and the semaphore use it"
+        )
+    )]
+    pub(crate) fn zcard(&mut self, key: &str) -> usize {
+        self.drop_if_expired(key);
+        self.entries
+            .get_mut(key)
+            .and_then(Entry::sorted)
+            .map_or(0, |set| set.len())
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf max`: how many were removed.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the twins of the read/write lock and the semaphore use it"
+        )
+    )]
+    pub(crate) fn zremrangebyscore(&mut self, key: &str, max: i64) -> usize {
+        self.drop_if_expired(key);
+        let Some(set) = self.entries.get_mut(key).and_then(Entry::sorted) else {
+            return 0;
+        };
+        let before = set.len();
+        set.retain(|_, score| *score > max);
+        let removed = before - set.len();
+        if set.is_empty() {
+            self.del(key);
+        }
+        removed
+    }
+
+    /// The highest score of `key` (`ZRANGE key -1 -1 WITHSCORES`).
+    pub(crate) fn zmax(&mut self, key: &str) -> Option<i64> {
+        self.drop_if_expired(key);
+        self.entries.get_mut(key)?.sorted()?.values().copied().max()
     }
 
     /// `SET key value NX PX ttl`: true when it was set.
     pub(crate) fn set_nx_px(&mut self, key: &str, value: String, ttl_ms: u64) -> bool {
-        if self.get(key).is_some() {
+        self.drop_if_expired(key);
+        if self.entries.contains_key(key) {
             return false;
         }
         self.entries.insert(
             key.to_owned(),
             Entry {
-                value,
+                data: Data::Text(value),
                 expires_at: None,
                 clock: self.clock,
             },
@@ -114,12 +243,12 @@ impl Keyspace {
     /// when there is no key (Redis would create one; no caller needs it).
     pub(crate) fn append(&mut self, key: &str, suffix: &str) -> bool {
         self.drop_if_expired(key);
-        match self.entries.get_mut(key) {
-            Some(entry) => {
-                entry.value.push_str(suffix);
+        match self.entries.get_mut(key).map(|entry| &mut entry.data) {
+            Some(Data::Text(text)) => {
+                text.push_str(suffix);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -199,15 +328,16 @@ impl Keyspace {
         self.published.push((channel.to_owned(), message));
     }
 
-    /// Every live key with its value and time left, for inspection.
+    /// Every live string key with its value and time left, for
+    /// inspection.
     pub(crate) fn live(&mut self) -> Vec<(String, String, Option<Duration>)> {
         let now = self.now;
         self.entries
             .iter()
             .filter(|(_, entry)| entry.expires_at.is_none_or(|at| at > now))
-            .map(|(key, entry)| {
+            .filter_map(|(key, entry)| {
                 let left = entry.expires_at.map(|at| at.saturating_duration_since(now));
-                (key.clone(), entry.value.clone(), left)
+                Some((key.clone(), entry.text()?.to_owned(), left))
             })
             .collect()
     }
@@ -335,6 +465,40 @@ mod tests {
         }
         at(&mut keys, start, 20);
         assert_eq!(keys.len(), 0);
+    }
+
+    #[test]
+    fn sorted_sets_answer_as_redis_does_and_go_when_emptied() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        at(&mut keys, start, 0);
+        assert!(keys.zadd("z", 10, "a"));
+        assert!(!keys.zadd("z", 30, "a"), "not new: its score moves");
+        assert!(keys.zadd("z", 20, "b"));
+        assert_eq!(keys.zscore("z", "a"), Some(30));
+        assert_eq!((keys.zcard("z"), keys.zmax("z")), (2, Some(30)));
+        assert_eq!(keys.get("z"), None, "not a string");
+        assert!(!keys.set_nx_px("z", "x".into(), 10), "the key is taken");
+        assert_eq!(keys.zremrangebyscore("z", 20), 1);
+        assert_eq!(keys.zscore("z", "b"), None);
+        assert!(keys.zrem("z", "a"));
+        assert!(!keys.zrem("z", "a"));
+        assert_eq!(keys.zcard("z"), 0);
+        assert_eq!(keys.pttl("z"), -2, "an emptied set is gone");
+        keys.zadd("z", 5, "c");
+        assert!(keys.pexpire("z", 10));
+        at(&mut keys, start, 10);
+        assert_eq!(keys.zcard("z"), 0, "expired with its key");
+    }
+
+    #[test]
+    fn scores_in_ms_pass_with_the_calls_clock() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        at(&mut keys, start, 0);
+        let first = keys.now_ms();
+        at(&mut keys, start, 250);
+        assert_eq!(keys.now_ms() - first, 250);
     }
 
     #[test]

@@ -35,6 +35,14 @@ pub(crate) enum LeaseKind {
     /// A key that holds the owner token (marked by a waiter or not), whose
     /// expiry is the lease: the exclusive lock's.
     Key,
+    /// A member of a sorted set, the owner token, scored by its deadline
+    /// on the server's clock (ms): many holders of one resource at once
+    /// (readers, permits, places in a queue), each with a lease of its own.
+    #[expect(
+        dead_code,
+        reason = "the read/write lock's readers and the semaphore's permits are its first holders"
+    )]
+    Member,
 }
 
 impl LeaseKind {
@@ -42,6 +50,7 @@ impl LeaseKind {
     fn letter(self) -> &'static str {
         match self {
             LeaseKind::Key => "k",
+            LeaseKind::Member => "m",
         }
     }
 }
@@ -49,11 +58,24 @@ impl LeaseKind {
 /// One entry of a renewal batch.
 pub(crate) struct Renewal<'a> {
     pub(crate) kind: LeaseKind,
+    /// The resource; the lease's key is its lock key followed by `suffix`.
     pub(crate) keys: &'a LockKeys,
+    pub(crate) suffix: &'static str,
     pub(crate) token: &'a OwnerToken,
     pub(crate) ttl_ms: u64,
     /// The fence the holder was given (Redlock raises counters to it).
     pub(crate) fence: u64,
+}
+
+impl Renewal<'_> {
+    /// The lease's key on the server.
+    fn key(&self) -> std::borrow::Cow<'_, str> {
+        if self.suffix.is_empty() {
+            std::borrow::Cow::Borrowed(self.keys.lock())
+        } else {
+            std::borrow::Cow::Owned(format!("{}{}", self.keys.lock(), self.suffix))
+        }
+    }
 }
 
 /// What a renewal found for one lease.
@@ -95,7 +117,7 @@ pub(crate) async fn renew(
     let entries: Vec<BatchEntry> = batch
         .iter()
         .map(|renewal| BatchEntry {
-            key: renewal.keys.lock().to_owned(),
+            key: renewal.key().into_owned(),
             args: vec![
                 renewal.kind.letter().to_owned(),
                 renewal.token.as_str().to_owned(),
@@ -140,7 +162,7 @@ async fn renew_on_masters(
     let mut call = scripts::EXTEND_COUNTED.call();
     call.key(first.keys.counter());
     for renewal in batch {
-        call.key(renewal.keys.lock())
+        call.key(&renewal.key())
             .arg(renewal.kind.letter())
             .arg(renewal.token.as_str())
             .arg(renewal.ttl_ms)

@@ -1,5 +1,6 @@
 //! The in-memory twin of the renewal script (`extend.lua`): the same steps
-//! over the in-memory store's keyspace, with the same answers.
+//! over the in-memory store's keyspace, with the same answers (deadlines
+//! on the store's clock, [`Keyspace::now_ms`]).
 
 use redis::Value;
 
@@ -19,19 +20,37 @@ pub(crate) fn extend(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value,
         let ttl: u64 = arg(2)?
             .parse()
             .map_err(|_| format!("the ttl `{}` is not a whole number", arg(2).unwrap_or("")))?;
-        if kind != "k" {
-            return Err(format!("a lease of unknown kind {kind}"));
-        }
-        let held = keys.get(key).unwrap_or("");
-        let mine = held
-            .strip_prefix(token)
-            .is_some_and(|rest| rest.is_empty() || rest == WAITED);
-        if mine {
-            keys.pexpire(key, ttl);
-            renewed.push(Value::Int(1));
-        } else {
-            renewed.push(Value::Int(0));
-        }
+        let ours = match kind {
+            "k" => {
+                let held = keys.get(key).unwrap_or("");
+                let mine = held
+                    .strip_prefix(token)
+                    .is_some_and(|rest| rest.is_empty() || rest == WAITED);
+                if mine {
+                    keys.pexpire(key, ttl);
+                }
+                mine
+            }
+            "m" => {
+                let now = keys.now_ms();
+                match keys.zscore(key, token) {
+                    Some(deadline) if deadline > now => {
+                        let ttl = i64::try_from(ttl).unwrap_or(i64::MAX / 2);
+                        keys.zadd(key, now.saturating_add(ttl), token);
+                        let last = keys.zmax(key).unwrap_or(now);
+                        keys.pexpire(key, u64::try_from(last - now).unwrap_or(0));
+                        true
+                    }
+                    Some(_) => {
+                        keys.zrem(key, token);
+                        false
+                    }
+                    None => false,
+                }
+            }
+            other => return Err(format!("a lease of unknown kind {other}")),
+        };
+        renewed.push(Value::Int(i64::from(ours)));
     }
     Ok(Value::Array(renewed))
 }
@@ -63,6 +82,32 @@ mod tests {
         );
         assert_eq!(keys.pttl("lock:{a}"), 5000);
         assert_eq!(keys.pttl("lock:{b}"), 100);
+    }
+
+    #[test]
+    fn a_member_is_renewed_until_its_deadline_and_lost_after_it() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        keys.begin(start, None);
+        let now = keys.now_ms();
+        keys.zadd("set", now + 100, "t1");
+        keys.zadd("set", now + 50, "t2");
+        keys.pexpire("set", 100);
+        let renew = |keys: &mut Keyspace, token: &str| {
+            let answer = extend(keys, &strings(&["set"]), &strings(&["m", token, "1000"]));
+            match answer.unwrap() {
+                Value::Array(values) => values[0].clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(renew(&mut keys, "t1"), Value::Int(1));
+        assert_eq!(keys.zscore("set", "t1"), Some(now + 1000));
+        assert_eq!(keys.pttl("set"), 1000, "the set lasts as its latest member");
+        assert_eq!(renew(&mut keys, "t9"), Value::Int(0), "never a member");
+        keys.begin(start + std::time::Duration::from_millis(60), None);
+        assert_eq!(renew(&mut keys, "t2"), Value::Int(0), "its deadline passed");
+        assert_eq!(keys.zscore("set", "t2"), None, "and it is gone");
+        assert_eq!(keys.zcard("set"), 1);
     }
 
     #[test]

@@ -218,7 +218,7 @@ async fn session(
             message = messages.next() => match message {
                 Some(message) => {
                     let release = Release::from_payload(master, message.get_payload_bytes());
-                    waiters.wake_one(message.get_channel_name(), release);
+                    waiters.wake(message.get_channel_name(), release);
                 }
                 None => return SessionEnd::Failed,
             },

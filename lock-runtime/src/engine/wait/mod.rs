@@ -32,5 +32,5 @@ pub(crate) use backoff::Backoff;
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
 pub(crate) use sightings::{Seen, Sightings};
-pub(crate) use turns::{Turn, Turns};
+pub(crate) use turns::{Listening, Turn, Turns};
 pub(crate) use waiters::Subscription;

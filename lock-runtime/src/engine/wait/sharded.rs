@@ -137,7 +137,7 @@ async fn on_push(
             if let Some(message) = redis::Msg::from_push_info(push) {
                 // One source: every message is news (no sightings).
                 let release = Release::from_payload(0, message.get_payload_bytes());
-                waiters.wake_one(message.get_channel_name(), release);
+                waiters.wake(message.get_channel_name(), release);
             }
         }
         // What that node published meanwhile is lost, and the node may be

@@ -58,17 +58,37 @@ pub(crate) struct Release {
     /// The line that let the lock go for the callers outside it (see the
     /// exclusive lock's `YIELD`), when it was one: no news to that line.
     pub(crate) yielded_by: Option<LineId>,
+    /// How many of a process's waiters it may let proceed: one, as many as
+    /// permits it freed, or all of them (a writer's release, before every
+    /// waiting reader).
+    pub(crate) wakes: Wakes,
+}
+
+/// How many waiters of a channel one release message wakes, in each
+/// process that listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wakes {
+    /// As many (one, for a lock one holder holds at a time).
+    Some(usize),
+    /// Every one.
+    All,
 }
 
 impl Release {
     /// A message from `master` whose payload is `payload`: the time of the
     /// delete in µs since the Unix epoch, as the release scripts publish
-    /// it, then `:` and the line when a line yielded it. Anything else (an
-    /// older release script's `1`) says no time.
+    /// it, then `:` and the line when a line yielded it, then `;` and how
+    /// many waiters it wakes (a number, or `all`; one when it does not
+    /// say). Anything else (an older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
         // 2001 in µs: below it, not a clock.
         const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
         let text = std::str::from_utf8(payload).unwrap_or("");
+        let (text, wakes) = match text.split_once(';') {
+            Some((text, "all")) => (text, Wakes::All),
+            Some((text, count)) => (text, Wakes::Some(count.parse().unwrap_or(1))),
+            None => (text, Wakes::Some(1)),
+        };
         let (at, line) = match text.split_once(':') {
             Some((at, line)) => (at, LineId::parse(line)),
             None => (text, None),
@@ -78,6 +98,7 @@ impl Release {
             master,
             deleted_at,
             yielded_by: line,
+            wakes,
         }
     }
 }
@@ -108,6 +129,7 @@ mod tests {
             master,
             deleted_at,
             yielded_by: None,
+            wakes: Wakes::Some(1),
         }
     }
 
@@ -155,5 +177,15 @@ mod tests {
         assert_eq!(yielded.yielded_by, Some(line));
         let odd = Release::from_payload(0, b"1732500000123456:nonsense");
         assert_eq!(odd, release(0, Some(1_732_500_000_123_456)));
+    }
+
+    #[test]
+    fn a_release_says_how_many_waiters_it_wakes() {
+        let all = Release::from_payload(0, b"1732500000123456;all");
+        assert_eq!(all.wakes, Wakes::All);
+        assert_eq!(all.deleted_at, Some(1_732_500_000_123_456));
+        let three = Release::from_payload(1, b"1732500000123456;3");
+        assert_eq!(three.wakes, Wakes::Some(3));
+        assert_eq!(Release::from_payload(0, b"1").wakes, Wakes::Some(1));
     }
 }

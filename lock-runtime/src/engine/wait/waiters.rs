@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use futures_util::FutureExt;
 use tokio::sync::Notify;
 
-use super::sightings::{Release, Sightings};
+use super::sightings::{Release, Sightings, Wakes};
 use crate::owner::LineId;
 
 /// Every channel someone in this process waits on, with its waiters in
@@ -127,14 +127,21 @@ impl Waiters {
         self.lock().keys().cloned().collect()
     }
 
-    /// A release on `channel`: wake the longest waiter, unless this
+    /// A release on `channel`: wake the longest waiters, as many as it
+    /// says (one, unless it freed more: see [`Wakes`]), unless this
     /// locker's own line let the lock go for others.
-    pub(crate) fn wake_one(&self, channel: &str, release: Release) {
+    pub(crate) fn wake(&self, channel: &str, release: Release) {
         if release.yielded_by == Some(self.own) {
             return;
         }
-        if let Some(first) = self.lock().get(channel).and_then(VecDeque::front) {
-            first.wake(Some(release));
+        let count = match release.wakes {
+            Wakes::Some(count) => count,
+            Wakes::All => usize::MAX,
+        };
+        if let Some(line) = self.lock().get(channel) {
+            line.iter()
+                .take(count)
+                .for_each(|waiter| waiter.wake(Some(release)));
         }
     }
 
@@ -169,7 +176,7 @@ impl crate::memory::Listener for WeakWaiters {
                     channels,
                     own: self.1,
                 };
-                waiters.wake_one(channel, release);
+                waiters.wake(channel, release);
                 true
             }
             None => false,
@@ -267,6 +274,7 @@ mod tests {
             master,
             deleted_at,
             yielded_by: None,
+            wakes: Wakes::Some(1),
         }
     }
 
@@ -275,7 +283,7 @@ mod tests {
         let waiters = Waiters::default();
         let first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c", from(0, None));
+        waiters.wake("c", from(0, None));
         assert!(is_woken(&first));
         assert!(!is_woken(&second));
     }
@@ -285,7 +293,7 @@ mod tests {
         let waiters = Waiters::default();
         let first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c", from(0, None));
+        waiters.wake("c", from(0, None));
         drop(first);
         assert!(is_woken(&second));
     }
@@ -295,7 +303,7 @@ mod tests {
         let waiters = Waiters::default();
         let mut first = join(&waiters, "c");
         let second = join(&waiters, "c");
-        waiters.wake_one("c", from(0, None));
+        waiters.wake("c", from(0, None));
         first.mark_seen();
         drop(first);
         assert!(!is_woken(&second));
@@ -318,7 +326,7 @@ mod tests {
         let waiters = Waiters::default();
         let mut waiter = join(&waiters, "c");
         waiter.mark_seen();
-        waiters.wake_one("c", from(0, None)); // arrives while the waiter is retrying
+        waiters.wake("c", from(0, None)); // arrives while the waiter is retrying
         tokio::time::timeout(std::time::Duration::from_secs(1), waiter.released())
             .await
             .expect("the wake-up was lost");
@@ -350,16 +358,16 @@ mod tests {
         // The same release told again by a master free at the try, and by
         // one that was taken again before the try reached it: nothing new.
         waiter.mark_seen();
-        waiters.wake_one("c", from(1, Some(150)));
-        waiters.wake_one("c", from(0, Some(90)));
+        waiters.wake("c", from(1, Some(150)));
+        waiters.wake("c", from(0, Some(90)));
         assert!(!waiter.take_news(Some(&seen)));
         assert!(!is_woken(&waiter), "an old wake-up would be handed on");
         // A delete after the busy answer is.
-        waiters.wake_one("c", from(0, Some(120)));
+        waiters.wake("c", from(0, Some(120)));
         assert!(waiter.take_news(Some(&seen)));
         // Without sightings every release is news.
         waiter.mark_seen();
-        waiters.wake_one("c", from(1, Some(150)));
+        waiters.wake("c", from(1, Some(150)));
         assert!(waiter.take_news(None));
     }
 

@@ -39,7 +39,7 @@ use self::schedule::{BatchOutcome, Schedule};
 use crate::backend::{Backend, RenewalGroup};
 use crate::engine::lease::Lease;
 use crate::engine::lost::{self, Cause};
-use crate::engine::renewal::{self, LeaseKind, Renewal};
+use crate::engine::renewal::{self, Renewal};
 use crate::engine::stats::Counters;
 use crate::engine::validity;
 use crate::engine::wait::Turn;
@@ -483,8 +483,9 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
         .map(|lease| Renewal {
-            kind: LeaseKind::Key,
+            kind: lease.leased.kind,
             keys: &lease.keys,
+            suffix: lease.leased.suffix,
             token: &lease.token,
             ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
             fence: lease.fence,
@@ -516,6 +517,8 @@ mod tests {
         Arc::new(Lease::new(Grant {
             id,
             keys: LockKeys::new("lock:", &format!("stalled{id}")).unwrap(),
+            leased: crate::engine::lease::Leased::KEY,
+            role: crate::engine::lease::Role::Hold,
             token: OwnerToken::random("test"),
             fence: id,
             ttl,

@@ -522,6 +522,8 @@ mod tests {
         Arc::new(Lease::new(crate::engine::lease::Grant {
             id,
             keys: LockKeys::new("lock:", &format!("k{id}")).unwrap(),
+            leased: crate::engine::lease::Leased::KEY,
+            role: crate::engine::lease::Role::Hold,
             token: OwnerToken::random("test"),
             fence: id,
             ttl,

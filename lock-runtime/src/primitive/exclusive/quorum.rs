@@ -215,6 +215,7 @@ pub(crate) async fn acquire(
             Ok(AcquireReply::Busy {
                 pttl,
                 sightings: Some(Sightings::new(seen)),
+                place: false,
             })
         }
         Verdict::Failed { granted, down } => {

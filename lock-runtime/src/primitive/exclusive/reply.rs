@@ -15,6 +15,7 @@ pub(crate) fn read_acquire((granted, value): (i64, i64)) -> AcquireReply {
         AcquireReply::Busy {
             pttl: u64::try_from(value).ok().map(Duration::from_millis),
             sightings: None,
+            place: false,
         }
     }
 }
@@ -36,13 +37,15 @@ mod tests {
             AcquireReply::Busy {
                 pttl: Some(pttl),
                 sightings: None,
+                place: false,
             } if pttl == Duration::from_millis(250)
         ));
         assert!(matches!(
             read_acquire((0, -1)),
             AcquireReply::Busy {
                 pttl: None,
-                sightings: None
+                sightings: None,
+                place: false,
             }
         ));
     }
