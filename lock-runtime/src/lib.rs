@@ -105,6 +105,8 @@ pub use locker::source::LockerSource;
 pub use primitive::exclusive::guard::LockGuard;
 pub use primitive::exclusive::inspect::LockInfo;
 pub use primitive::exclusive::request::LockRequest;
+pub use primitive::fair::guard::FairGuard;
+pub use primitive::fair::request::FairLockRequest;
 
 /// The guide: how the library works, what it guarantees, each deployment,
 /// operations, testing, and the chaos suite that checks it. The same pages

@@ -35,15 +35,17 @@ use crate::config::ReplicaAck;
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
 use crate::engine::lease::{Grant, Lease, LeaseState, Role};
+use crate::engine::lost;
 use crate::engine::primitive::{AcquireReply, Primitive, Try};
 use crate::engine::release::Hold;
 use crate::engine::retry;
 use crate::engine::stats::Counters;
 use crate::engine::validity;
-use crate::engine::wait::{Backoff, Listening, Sightings, Subscription, Turn};
+use crate::engine::wait::{Backoff, Grantee, Listening, Sightings, Subscription, Turn};
 use crate::engine::watchdog::Watched;
 use crate::error::LockError;
 use crate::host::LetGo;
+use crate::host::clock::Clock;
 use crate::metrics;
 use crate::owner::OwnerToken;
 
@@ -110,6 +112,9 @@ pub(crate) struct Attempt<P: Primitive> {
     /// (see [`Primitive::place`]): given up when the attempt ends without
     /// the hold.
     place: Option<(Arc<Lease>, Watched)>,
+    /// When its last try was sent: where a hold handed over by a release
+    /// counts from, unless its place was confirmed since.
+    last_sent: Option<Instant>,
 }
 
 /// What an attempt found busy waits for before its next try.
@@ -169,6 +174,7 @@ impl<P: Primitive> Attempt<P> {
             let_go: None,
             own_listening: Listening::default(),
             place: None,
+            last_sent: None,
             core: core.clone(),
         }
     }
@@ -281,6 +287,17 @@ impl<P: Primitive> Attempt<P> {
                 self.sleep(parked).await;
             }
             self.unless_let_go().await;
+            if let Some(fence) = self.subscription().and_then(Subscription::take_grant) {
+                // A release handed it the lock: armed until it is taken,
+                // so that a drop hands it on. With renewals, no try of its
+                // own: the watchdog sets its ttl at once. A fixed lease
+                // is set by its next try, which finds the lock its own, as
+                // is one that waits for replicas (after that try).
+                self.armed = true;
+                if self.plan.renews && self.plan.replicas.is_none() {
+                    return Ok(Step::Won(self.handed(fence)));
+                }
+            }
             // Wake-ups so far are for releases before this try.
             if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
@@ -364,7 +381,12 @@ impl<P: Primitive> Attempt<P> {
             // of this locker's waiters for the key is here (see `Turns`),
             // so this costs the server next to nothing. Not listening, or
             // no lease to wait for: the backoff from its shortest step.
+            // A waiter keeping its place where releases hand the lock over
+            // needs no slow poll: should the message never come, its
+            // place's next renewal finds the place gone (see `sleep`).
+            let handed_over = P::HANDS_OVER && self.place.is_some();
             let pause = match pttl {
+                Some(pttl) if listening && handed_over => pttl + Duration::from_millis(1),
                 Some(pttl) if listening => {
                     (pttl + Duration::from_millis(1)).min(self.core.config.backoff_max)
                 }
@@ -398,29 +420,60 @@ impl<P: Primitive> Attempt<P> {
     }
 
     /// Sleeps until a release message that is news to the try that found
-    /// the lock busy, or `parked.pause`, whichever is first.
+    /// the lock busy (or that hands it the lock), `parked.pause`, or the
+    /// loss of the place it keeps, whichever is first: a place that ended
+    /// may mean the lock was handed to it and the message lost, which its
+    /// next try finds.
     async fn sleep(&mut self, parked: Parked) {
         let Parked { pause, sightings } = parked;
         let counters = self.core.counters.clone();
         let asleep = counters.fall_asleep();
         let timer = tokio::time::sleep(pause);
         tokio::pin!(timer);
+        let place_lost = self.place.as_ref().map(|(lease, _)| lost::signal(lease));
+        let place_ttl = self
+            .place
+            .as_ref()
+            .filter(|_| P::HANDS_OVER)
+            .map(|(lease, _)| lease.ttl);
+        let clock = self.core.clock();
+        let place_lost = async move {
+            match place_lost {
+                Some(lost) => lost.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(place_lost);
         match self.subscription() {
             // Woken by what the try already saw (on Redlock, another
             // master's message of the same release): sleep on.
+            // A release that handed the lock to another waiter since the
+            // try (a line whose releases hand it over) moves the timer:
+            // the new owner holds it at least a place's lease, renews it
+            // and hands it on in turn, so a try is due only when that
+            // lease may have ended unreleased (an owner that died), not
+            // when the lease the try saw ends.
             Some(subscription) => loop {
                 tokio::select! {
                     () = subscription.released() => {
-                        if subscription.take_news(sightings.as_ref()) {
+                        if subscription.granted() || subscription.take_news(sightings.as_ref()) {
                             Counters::bump(&counters.release_wakeups);
                             break;
                         }
+                        if let Some(until) = handed_until(subscription, place_ttl, clock) {
+                            timer.as_mut().reset(until);
+                        }
                     }
                     () = &mut timer => {
+                        if let Some(until) = handed_until(subscription, place_ttl, clock) {
+                            timer.as_mut().reset(until);
+                            continue;
+                        }
                         Counters::bump(&counters.timer_wakeups);
                         self.timer_due = None;
                         break;
                     }
+                    () = &mut place_lost => break,
                 }
             },
             None => {
@@ -445,6 +498,7 @@ impl<P: Primitive> Attempt<P> {
             // connections included.
             self.armed = true;
             let sent_at = self.core.clock().now();
+            self.last_sent = Some(sent_at);
             let attempt = Try {
                 route: self.route,
                 token: &self.token,
@@ -453,6 +507,7 @@ impl<P: Primitive> Attempt<P> {
                 flight: &self.flight,
                 plain_first,
                 line: self.turn.is_some().then_some(self.core.line),
+                waits: !self.plan.wait.is_zero(),
             };
             let answer = self
                 .primitive
@@ -542,6 +597,7 @@ impl<P: Primitive> Attempt<P> {
                 handover.sent_at
             },
             fence_basis: handover.fence_basis,
+            first_lease: None,
         };
         // Counted by the taker: a pass nobody takes is given back, a
         // release and no hand-over.
@@ -587,6 +643,7 @@ impl<P: Primitive> Attempt<P> {
         let patience = left.min(self.core.config.response_timeout);
         let releases = self.core.releases.clone();
         let channel = self.primitive.channel().to_owned();
+        let grantee = P::HANDS_OVER.then(|| Grantee::of(self.token.as_str()));
         let Some(listening) = self.listening() else {
             return false;
         };
@@ -594,7 +651,7 @@ impl<P: Primitive> Attempt<P> {
             return false;
         }
         if let Ok((subscription, confirmed)) =
-            tokio::time::timeout(patience, releases.subscribe(&channel)).await
+            tokio::time::timeout(patience, releases.subscribe(&channel, grantee)).await
         {
             listening.subscription = Some(subscription);
             listening.confirmed = confirmed;
@@ -615,6 +672,26 @@ impl<P: Primitive> Attempt<P> {
     /// The subscription it listens with, once subscribed.
     fn subscription(&mut self) -> Option<&mut Subscription> {
         self.listening()?.subscription.as_mut()
+    }
+
+    /// What a lock handed over by a release with `fence` starts from:
+    /// counted from this attempt's own last request (its last try, or the
+    /// last confirmed renewal of its place), never from the message, and
+    /// trusted at first for the place's lease, the one the release gave it
+    /// on the server until its first renewal (due at once) sets its ttl.
+    fn handed(&self, fence: u64) -> Won {
+        let place = self.place.as_ref().map(|(lease, _)| lease.confirmed_at());
+        let sent_at = match (self.last_sent, place) {
+            (Some(tried), Some(confirmed)) => tried.max(confirmed),
+            (tried, confirmed) => tried.or(confirmed).unwrap_or(self.started),
+        };
+        Won {
+            fence,
+            sent_at,
+            granted_at: self.core.clock().now(),
+            fence_basis: FenceBasis::issued_now(fence),
+            first_lease: self.primitive.place().map(|place| place.ttl),
+        }
     }
 
     /// Keeps the place the try sent at `sent_at` left its token holding
@@ -644,6 +721,7 @@ impl<P: Primitive> Attempt<P> {
             clock: core.clock(),
             max_hold: None,
             labels: self.labels(),
+            first_lease: None,
         }));
         let watched = core.watchdog.watch(lease.clone(), true, sent_at, None);
         self.place = Some((lease, watched));
@@ -659,7 +737,7 @@ impl<P: Primitive> Attempt<P> {
         // stays armed for them (see below).
         let released = self
             .primitive
-            .release(&self.core.backend, self.route, &self.token, None);
+            .release(&self.core.backend, self.route, &self.token, 0, None);
         if released.await.is_ok() && matches!(self.core.backend, Backend::Node(_)) {
             self.armed = false;
         }
@@ -706,6 +784,7 @@ impl<P: Primitive> Attempt<P> {
             sent_at,
             granted_at,
             fence_basis,
+            first_lease,
         } = won;
         self.armed = false;
         // The grant took the place, if it kept one.
@@ -732,6 +811,7 @@ impl<P: Primitive> Attempt<P> {
             clock: core.clock(),
             max_hold: self.plan.max_hold,
             labels: self.labels(),
+            first_lease,
         }));
         if let Some(turn) = self.turn.as_mut() {
             turn.granted(passed || self.gave_back_pass);
@@ -783,12 +863,28 @@ impl<P: Primitive> Drop for Attempt<P> {
         let name = primitive.keys().name().to_owned();
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
-            let released = primitive.release(&backend, route, &token, landing.as_ref());
+            let released = primitive.release(&backend, route, &token, 0, landing.as_ref());
             if let Err(err) = released.await {
                 tracing::debug!(key = name, error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
             }
         });
     }
+}
+
+/// When a waiter that heard a release hand the lock to another waiter
+/// (see [`Subscription::handed_on`]) tries next, on tokio's timer: once
+/// the new owner's first lease, a place's (`place_ttl`), may have ended
+/// unreleased. None when it heard none, keeps no place, or that time has
+/// come.
+fn handed_until(
+    subscription: &Subscription,
+    place_ttl: Option<Duration>,
+    clock: Clock,
+) -> Option<tokio::time::Instant> {
+    let (at, ttl) = subscription.handed_on().zip(place_ttl)?;
+    let until = at + ttl + Duration::from_millis(1);
+    let left = until.checked_duration_since(clock.now())?;
+    Some(tokio::time::Instant::now() + left)
 }
 
 /// What a won lock starts from (see [`Grant`]).
@@ -799,6 +895,9 @@ struct Won {
     /// When this holder's hold began.
     granted_at: Instant,
     fence_basis: FenceBasis,
+    /// Its first lease on the server, when shorter than its ttl (a lock
+    /// handed over by a release).
+    first_lease: Option<Duration>,
 }
 
 impl Won {
@@ -809,6 +908,7 @@ impl Won {
             sent_at,
             granted_at: sent_at,
             fence_basis: FenceBasis::issued_now(fence),
+            first_lease: None,
         }
     }
 }

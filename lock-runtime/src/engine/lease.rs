@@ -78,6 +78,10 @@ pub(crate) struct Grant {
     pub(crate) max_hold: Option<Duration>,
     /// The lock's bounded names, for metrics and traces.
     pub(crate) labels: metrics::Labels,
+    /// A hold handed over inside a release runs, on the server, a first
+    /// lease this short (the place its waiter kept), until its first
+    /// renewal, due at once, sets its own ttl.
+    pub(crate) first_lease: Option<Duration>,
 }
 
 /// One acquired lock, or a place kept while waiting for one.
@@ -105,6 +109,9 @@ pub(crate) struct Lease {
     granted_at: Instant,
     /// Where its fence came from: how far a pass in process may raise it.
     pub(crate) fence_basis: FenceBasis,
+    /// Its first lease on the server is shorter than its ttl (see
+    /// [`Grant::first_lease`]): the watchdog renews it at once.
+    pub(crate) renew_at_once: bool,
     /// Lost because it reached `max_hold`.
     capped: AtomicBool,
     /// The locks moved to another server (a failover) since this lease was
@@ -139,8 +146,14 @@ impl Lease {
             id: grant.id,
             validity: Mutex::new(Validity {
                 sent_at: grant.sent_at,
-                until: validity::validity_end(grant.sent_at, grant.ttl),
+                until: validity::validity_end(
+                    grant.sent_at,
+                    grant
+                        .first_lease
+                        .map_or(grant.ttl, |first| first.min(grant.ttl)),
+                ),
             }),
+            renew_at_once: grant.first_lease.is_some(),
             keys: grant.keys,
             leased: grant.leased,
             role: grant.role,
@@ -297,6 +310,7 @@ mod tests {
             fence_basis: FenceBasis::issued_now(1),
             clock: Clock::Boot,
             max_hold: None,
+            first_lease: None,
             labels: metrics::Labels {
                 template: "k",
                 primitive: "test",

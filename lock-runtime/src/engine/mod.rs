@@ -18,6 +18,7 @@ pub(crate) mod quorum;
 pub(crate) mod reentrancy;
 pub(crate) mod release;
 pub(crate) mod renewal;
+pub(crate) mod request;
 pub(crate) mod retry;
 pub(crate) mod stats;
 pub(crate) mod validity;

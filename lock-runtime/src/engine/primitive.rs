@@ -75,6 +75,12 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     /// it is released and the next in line tries as anyone else.
     const PASSES: bool = true;
 
+    /// Whether its release hands the lock to the first of its waiters
+    /// inside the release, and names it (by the digest of its token) in
+    /// the release message: that waiter then holds the lock without a try
+    /// of its own, counted from its own last request.
+    const HANDS_OVER: bool = false;
+
     /// What a waiting attempt keeps while it waits, when a busy answer
     /// says its token holds a place ([`AcquireReply::Busy`]'s `place`):
     /// what it is on the server and how long its lease runs between
@@ -105,14 +111,17 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<AcquireReply, LockError>> + Send + 'a;
 
     /// Lets go of what `token` holds, if it still holds it, and tells the
-    /// waiters what that freed; true when it held something. On Redlock,
-    /// on each master after `landing` landed there (the calls of the
-    /// acquisition still running on it).
+    /// waiters what that freed; true when it held something. `fence` is
+    /// the hold's (0 for the clean-up of a try, which does not know it): a
+    /// primitive that hands the hold over in its release gives the next
+    /// owner a higher one. On Redlock, on each master after `landing`
+    /// landed there (the calls of the acquisition still running on it).
     fn release<'a>(
         &'a self,
         backend: &'a Backend,
         route: Route,
         token: &'a OwnerToken,
+        fence: u64,
         landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
 
@@ -164,6 +173,9 @@ pub(crate) struct Try<'a> {
     /// locker's other tasks: a resource that line let go of for others is
     /// busy to it (see [`crate::engine::handover`]).
     pub(crate) line: Option<LineId>,
+    /// The acquisition may wait: a primitive whose waiters keep a place
+    /// ([`Primitive::place`]) takes one; a single try takes none.
+    pub(crate) waits: bool,
 }
 
 /// What one try found.

@@ -196,7 +196,13 @@ async fn let_go<P: Primitive>(
         .await;
     }
     release(core, lease, sent_before, || {
-        primitive.release(&core.backend, lease.route, &lease.token, landing)
+        primitive.release(
+            &core.backend,
+            lease.route,
+            &lease.token,
+            lease.fence,
+            landing,
+        )
     })
     .await
 }

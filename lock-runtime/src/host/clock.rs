@@ -33,11 +33,12 @@ fn origin() -> &'static Origin {
 }
 
 /// The clock a locker measures its leases on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Clock {
     /// The machine's own time, suspended time included ([`now`]): a Redis
     /// server's leases run on, whatever the application does with tokio's
     /// clock.
+    #[default]
     Boot,
     /// The tokio clock of the runtime the caller is on (paused, or
     /// advanced by hand, in tests): the in-memory store's.

@@ -21,6 +21,7 @@ use crate::owner::LineId;
 use crate::primitive::exclusive;
 use crate::primitive::exclusive::inspect::LockInfo;
 use crate::primitive::exclusive::request::LockRequest;
+use crate::primitive::fair::request::FairLockRequest;
 
 use crate::engine::watchdog::{Watchdog, Watching};
 
@@ -141,6 +142,7 @@ impl Locker {
                     response: config.response_timeout,
                 },
                 line,
+                host.clock(),
             );
             Ok::<_, LockError>((backend, counters, watchdog, releases))
         };
@@ -159,6 +161,24 @@ impl Locker {
     /// [`LockRequest::try_acquire`].
     pub fn lock(&self, key: impl Into<String>) -> LockRequest {
         LockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// Starts a request for the fair lock named `key`: one owner at a
+    /// time, granted in the order the server first saw its waiters, and
+    /// handed to the next waiter inside the release. Another lock than
+    /// [`Locker::lock`]'s of the same name. Not on Redlock (each master
+    /// would keep a line of its own): there `acquire` answers
+    /// [`LockError::Config`].
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// let guard = locker.fair_lock("jobs:nightly").acquire().await?;
+    /// // ... the waiters behind it go in the order they came ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, key: impl Into<String>) -> FairLockRequest {
+        FairLockRequest::new(self.core.clone(), key.into())
     }
 
     /// What the servers know of lock `key` now (as a majority of masters

@@ -209,6 +209,16 @@ impl Keyspace {
         removed
     }
 
+    /// The members of `key` with their scores, in no order.
+    pub(crate) fn zmembers(&mut self, key: &str) -> Vec<(String, i64)> {
+        self.drop_if_expired(key);
+        self.entries
+            .get_mut(key)
+            .and_then(Entry::sorted)
+            .map(|set| set.iter().map(|(m, s)| (m.clone(), *s)).collect())
+            .unwrap_or_default()
+    }
+
     /// The highest score of `key` (`ZRANGE key -1 -1 WITHSCORES`).
     pub(crate) fn zmax(&mut self, key: &str) -> Option<i64> {
         self.drop_if_expired(key);

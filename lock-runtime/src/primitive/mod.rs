@@ -7,6 +7,8 @@
 //! [`Primitive`](crate::engine::primitive::Primitive).
 //!
 //! - [`exclusive`]: one owner per key, with a lease and a fence.
+//! - [`fair`]: one owner at a time, granted in the order the server saw
+//!   its waiters, handed to the next inside the release.
 //!
 //! A new primitive is a folder here holding its whole vertical: its
 //! request and guard, its Lua scripts (`.lua` files) with their in-memory
@@ -17,3 +19,4 @@
 //! topology already runs any script call.
 
 pub(crate) mod exclusive;
+pub(crate) mod fair;

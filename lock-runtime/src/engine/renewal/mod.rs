@@ -38,10 +38,6 @@ pub(crate) enum LeaseKind {
     /// A member of a sorted set, the owner token, scored by its deadline
     /// on the server's clock (ms): many holders of one resource at once
     /// (readers, permits, places in a queue), each with a lease of its own.
-    #[expect(
-        dead_code,
-        reason = "the read/write lock's readers and the semaphore's permits are its first holders"
-    )]
     Member,
 }
 

@@ -14,9 +14,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::inbox::{Batch, Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd, serve};
-use super::sightings::Release;
+use super::sightings::{Grantee, Release};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
+use crate::host::clock::Clock;
 use crate::owner::LineId;
 
 /// Handle to the listener tasks; they end when every handle is dropped.
@@ -30,15 +31,17 @@ pub(crate) struct ReleaseListener {
 
 impl ReleaseListener {
     /// Starts the listener tasks on the runtime `on` (none is needed for
-    /// the in-memory store), for the locker whose lines are `own`. They
+    /// the in-memory store), for the locker whose lines are `own` and
+    /// whose leases run on `clock`. They
     /// connect only when the first waiter arrives.
     pub(crate) fn start(
         on: Option<&tokio::runtime::Handle>,
         feed: ReleaseFeed,
         timeouts: Timeouts,
         own: LineId,
+        clock: Clock,
     ) -> Self {
-        let waiters = Waiters::of(own);
+        let waiters = Waiters::of(own, clock);
         let mut commands = Vec::new();
         match feed {
             ReleaseFeed::PubSub(source) => {
@@ -73,17 +76,22 @@ impl ReleaseListener {
         }
     }
 
-    /// Joins the line of waiters on `channel`; returns once a server
+    /// Joins the line of waiters on `channel` (as `grantee`, when a
+    /// release may hand this waiter the lock); returns once a server
     /// confirmed the subscription (`true`), or no listener could get it
     /// (`false`: the waiter still works, on its timers alone). Listening on
     /// several servers (Redlock's masters), the first confirmation is
     /// enough, so that a frozen master holds no waiter up: the others
     /// subscribe as they come, and each wakes every waiter when it does
     /// (what it published meanwhile went unheard).
-    pub(crate) async fn subscribe(&self, channel: &str) -> (Subscription, bool) {
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &str,
+        grantee: Option<Grantee>,
+    ) -> (Subscription, bool) {
         if self.commands.is_empty() {
             // The in-memory store: in line is subscribed.
-            return (self.waiters.join(channel, Box::new(|_| {})), true);
+            return (self.waiters.join(channel, grantee, Box::new(|_| {})), true);
         }
         let unsubscribe = {
             let commands = self.commands.clone();
@@ -94,7 +102,7 @@ impl ReleaseListener {
                 }
             }
         };
-        let subscription = self.waiters.join(channel, Box::new(unsubscribe));
+        let subscription = self.waiters.join(channel, grantee, Box::new(unsubscribe));
         let confirmations: FuturesUnordered<_> = self
             .commands
             .iter()

@@ -31,6 +31,6 @@ mod waiters;
 pub(crate) use backoff::Backoff;
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
-pub(crate) use sightings::{Seen, Sightings};
+pub(crate) use sightings::{Grantee, Seen, Sightings};
 pub(crate) use turns::{Listening, Turn, Turns};
 pub(crate) use waiters::Subscription;

@@ -223,7 +223,7 @@ mod tests {
         // Idle: nobody waits yet.
         tokio::task::yield_now().await;
         assert_eq!(opened.load(Ordering::SeqCst), 0);
-        let _waiting = waiters.join("lock:{a}:released", Box::new(|_| {}));
+        let _waiting = waiters.join("lock:{a}:released", None, Box::new(|_| {}));
         let (request, _answer) = subscribe("lock:{a}:released");
         commands.send(request).unwrap();
         listener.await.unwrap();

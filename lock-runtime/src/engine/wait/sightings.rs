@@ -72,6 +72,33 @@ pub(crate) enum Wakes {
     Some(usize),
     /// Every one.
     All,
+    /// Only the waiter the release handed the lock to, named by the
+    /// digest of its token ([`Grantee`]), with the fence it was given.
+    Grant { to: Grantee, fence: u64 },
+}
+
+/// A waiter as a release message names it: the SHA-1 of its owner token
+/// (the token itself is secret).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Grantee([u8; 20]);
+
+impl Grantee {
+    /// The waiter whose token is `token`.
+    pub(crate) fn of(token: &str) -> Self {
+        Self(sha1_smol::Sha1::from(token).digest().bytes())
+    }
+
+    /// Reads the 40 hex digits a release script writes (`redis.sha1hex`).
+    fn parse(hex: &str) -> Option<Self> {
+        if hex.len() != 40 {
+            return None;
+        }
+        let mut bytes = [0u8; 20];
+        for (byte, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks(2)) {
+            *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+        }
+        Some(Self(bytes))
+    }
 }
 
 impl Release {
@@ -86,7 +113,15 @@ impl Release {
         let text = std::str::from_utf8(payload).unwrap_or("");
         let (text, wakes) = match text.split_once(';') {
             Some((text, "all")) => (text, Wakes::All),
-            Some((text, count)) => (text, Wakes::Some(count.parse().unwrap_or(1))),
+            Some((text, wakes)) => match wakes.strip_prefix("g=").and_then(|g| g.split_once(':')) {
+                Some((to, fence)) => match (Grantee::parse(to), fence.parse()) {
+                    (Some(to), Ok(fence)) => (text, Wakes::Grant { to, fence }),
+                    // A grant it cannot read: a wake-up for everyone,
+                    // whose tries find out.
+                    _ => (text, Wakes::All),
+                },
+                None => (text, Wakes::Some(wakes.parse().unwrap_or(1))),
+            },
             None => (text, Wakes::Some(1)),
         };
         let (at, line) = match text.split_once(':') {
@@ -187,5 +222,18 @@ mod tests {
         let three = Release::from_payload(1, b"1732500000123456;3");
         assert_eq!(three.wakes, Wakes::Some(3));
         assert_eq!(Release::from_payload(0, b"1").wakes, Wakes::Some(1));
+        let token = "web-1/0123456789abcdef0123456789abcdef";
+        let digest = sha1_smol::Sha1::from(token).digest().to_string();
+        let payload = format!("1732500000123456;g={digest}:1732500000123999");
+        let granted = Release::from_payload(0, payload.as_bytes());
+        assert_eq!(
+            granted.wakes,
+            Wakes::Grant {
+                to: Grantee::of(token),
+                fence: 1_732_500_000_123_999
+            }
+        );
+        let unreadable = Release::from_payload(0, b"1732500000123456;g=nothex:12");
+        assert_eq!(unreadable.wakes, Wakes::All);
     }
 }

@@ -11,11 +11,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use tokio::sync::Notify;
 
-use super::sightings::{Release, Sightings, Wakes};
+use super::sightings::{Grantee, Release, Sightings, Wakes};
+use crate::host::clock::Clock;
 use crate::owner::LineId;
 
 /// Every channel someone in this process waits on, with its waiters in
@@ -26,11 +28,17 @@ pub(crate) struct Waiters {
     /// The locker's line id: a lock it let go of for the callers outside
     /// it is no news to its own waiters (they keep off it meanwhile).
     own: LineId,
+    /// The locker's clock, which says when a waiter heard a lock handed to
+    /// another.
+    clock: Clock,
 }
 
 /// One waiting acquisition.
 #[derive(Default)]
 struct Waiter {
+    /// Who it is to a release that hands it the lock (see
+    /// [`Wakes::Grant`]), when its primitive's releases do.
+    grantee: Option<Grantee>,
     wake: Notify,
     /// Woken and not yet retried: a wake-up to hand on if it leaves.
     woken: AtomicBool,
@@ -42,6 +50,11 @@ struct Waiter {
 #[derive(Default)]
 struct Heard {
     releases: Vec<Release>,
+    /// A release handed it the lock, with this fence.
+    granted: Option<u64>,
+    /// When it last heard a release hand the lock to another waiter: the
+    /// line moves, and the new owner holds it at least a place's lease.
+    handed_on: Option<Instant>,
     /// A wake-up that is news whatever the try saw (the listener was
     /// down, a leaving waiter handed its wake-up on, or too many to keep).
     anything: bool,
@@ -51,6 +64,24 @@ struct Heard {
 const KEPT_RELEASES: usize = 16;
 
 impl Waiter {
+    /// Tells the waiter a release handed it the lock, with `fence`. Not a
+    /// wake-up to hand on if it leaves: the lock is its own (its leaving
+    /// hands it on, on the server).
+    fn grant(&self, fence: u64) {
+        self.heard().granted = Some(fence);
+        self.wake.notify_one();
+    }
+
+    /// Tells the waiter a release handed the lock to another waiter at
+    /// `now`. Only the first since its last try wakes it (to set its
+    /// timer by it); later ones only move the time on.
+    fn handed_on(&self, now: Instant) {
+        let first = self.heard().handed_on.replace(now).is_none();
+        if first {
+            self.wake.notify_one();
+        }
+    }
+
     /// Wakes the waiter for `release`, or for anything (`None`).
     fn wake(&self, release: Option<Release>) {
         {
@@ -84,22 +115,29 @@ pub(crate) struct Subscription {
 }
 
 impl Waiters {
-    /// No waiters yet, of the locker whose lines are `own`.
-    pub(crate) fn of(own: LineId) -> Self {
+    /// No waiters yet, of the locker whose lines are `own` and whose
+    /// leases run on `clock`.
+    pub(crate) fn of(own: LineId, clock: Clock) -> Self {
         Self {
             channels: Arc::default(),
             own,
+            clock,
         }
     }
 
-    /// Joins the line of `channel`. `on_empty` runs when the channel's
-    /// last waiter leaves (to unsubscribe).
+    /// Joins the line of `channel`, as `grantee` when a release may hand
+    /// this waiter the lock. `on_empty` runs when the channel's last
+    /// waiter leaves (to unsubscribe).
     pub(crate) fn join(
         &self,
         channel: &str,
+        grantee: Option<Grantee>,
         on_empty: Box<dyn Fn(String) + Send + Sync>,
     ) -> Subscription {
-        let waiter = Arc::new(Waiter::default());
+        let waiter = Arc::new(Waiter {
+            grantee,
+            ..Waiter::default()
+        });
         self.lock()
             .entry(channel.to_owned())
             .or_default()
@@ -137,6 +175,21 @@ impl Waiters {
         let count = match release.wakes {
             Wakes::Some(count) => count,
             Wakes::All => usize::MAX,
+            Wakes::Grant { to, fence } => {
+                // Only the one it was handed to; the others wait on, and
+                // know the line moved.
+                let now = self.clock.now();
+                if let Some(line) = self.lock().get(channel) {
+                    for waiter in line {
+                        if waiter.grantee == Some(to) {
+                            waiter.grant(fence);
+                        } else {
+                            waiter.handed_on(now);
+                        }
+                    }
+                }
+                return;
+            }
         };
         if let Some(line) = self.lock().get(channel) {
             line.iter()
@@ -148,7 +201,7 @@ impl Waiters {
     /// A handle that does not keep the waiters alive (for the in-memory
     /// store, which outlives its lockers).
     pub(crate) fn downgrade(&self) -> WeakWaiters {
-        WeakWaiters(Arc::downgrade(&self.channels), self.own)
+        WeakWaiters(Arc::downgrade(&self.channels), self.own, self.clock)
     }
 
     /// Releases may have gone unheard: wake everyone.
@@ -165,7 +218,11 @@ impl Waiters {
 }
 
 /// [`Waiters`] that may be gone.
-pub(crate) struct WeakWaiters(Weak<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>, LineId);
+pub(crate) struct WeakWaiters(
+    Weak<Mutex<HashMap<String, VecDeque<Arc<Waiter>>>>>,
+    LineId,
+    Clock,
+);
 
 impl crate::memory::Listener for WeakWaiters {
     fn released(&self, channel: &str, message: &str) -> bool {
@@ -175,6 +232,7 @@ impl crate::memory::Listener for WeakWaiters {
                 let waiters = Waiters {
                     channels,
                     own: self.1,
+                    clock: self.2,
                 };
                 waiters.wake(channel, release);
                 true
@@ -188,6 +246,7 @@ impl crate::memory::Listener for WeakWaiters {
             let waiters = Waiters {
                 channels,
                 own: self.1,
+                clock: self.2,
             };
             waiters
                 .lock()
@@ -212,6 +271,23 @@ impl Subscription {
         *self.waiter.heard() = Heard::default();
     }
 
+    /// Whether a release handed this waiter the lock since its last try.
+    pub(crate) fn granted(&self) -> bool {
+        self.waiter.heard().granted.is_some()
+    }
+
+    /// When this waiter last heard, since its last try, a release hand the
+    /// lock to another waiter.
+    pub(crate) fn handed_on(&self) -> Option<Instant> {
+        self.waiter.heard().handed_on
+    }
+
+    /// The fence of the lock a release handed this waiter since its last
+    /// try, if one did.
+    pub(crate) fn take_grant(&mut self) -> Option<u64> {
+        self.waiter.heard().granted.take()
+    }
+
     /// Completes at this waiter's next wake-up since [`Self::mark_seen`].
     pub(crate) async fn released(&mut self) {
         self.waiter.wake.notified().await;
@@ -228,7 +304,10 @@ impl Subscription {
                 .iter()
                 .any(|release| sightings.is_none_or(|sightings| sightings.is_news(*release)));
         if !news {
-            *heard = Heard::default();
+            *heard = Heard {
+                handed_on: heard.handed_on,
+                ..Heard::default()
+            };
             self.waiter.woken.store(false, Ordering::SeqCst);
         }
         news
@@ -262,7 +341,7 @@ mod tests {
     use super::*;
 
     fn join(waiters: &Waiters, channel: &str) -> Subscription {
-        waiters.join(channel, Box::new(|_| {}))
+        waiters.join(channel, None, Box::new(|_| {}))
     }
 
     fn is_woken(subscription: &Subscription) -> bool {
@@ -314,7 +393,7 @@ mod tests {
         let left = Arc::new(Mutex::new(Vec::new()));
         let waiters = Waiters::default();
         let record = left.clone();
-        let only = waiters.join("c", Box::new(move |c| record.lock().unwrap().push(c)));
+        let only = waiters.join("c", None, Box::new(move |c| record.lock().unwrap().push(c)));
         assert!(waiters.is_wanted("c"));
         drop(only);
         assert!(waiters.is_empty());

@@ -528,6 +528,7 @@ mod tests {
             fence_basis: FenceBasis::issued_now(id),
             clock: Clock::Boot,
             max_hold: None,
+            first_lease: None,
             labels: crate::metrics::Labels {
                 template: "k",
                 primitive: "test",

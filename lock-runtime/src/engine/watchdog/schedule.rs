@@ -124,7 +124,14 @@ impl Schedule {
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
         // the first renewal is simply due sooner (or at once).
-        let mut due = renews.then(|| sent_at + renew_every);
+        let mut due = renews.then(|| {
+            // A first lease shorter than the ttl is renewed to it at once.
+            if lease.renew_at_once {
+                sent_at
+            } else {
+                sent_at + renew_every
+            }
+        });
         // Confirmed before the last move (a hold passed in process, or a
         // grant in flight across it): confirm it where the locks are now.
         if self.moved_at.is_some_and(|moved| sent_at <= moved) {
@@ -533,6 +540,7 @@ mod tests {
             fence_basis: crate::engine::fence::FenceBasis::issued_now(id),
             clock: crate::host::clock::Clock::Boot,
             max_hold,
+            first_lease: None,
             labels: Labels {
                 template: "k",
                 primitive: "test",

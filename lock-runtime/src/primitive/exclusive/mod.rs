@@ -77,6 +77,7 @@ impl Primitive for Exclusive {
         backend: &'a Backend,
         route: Route,
         token: &'a OwnerToken,
+        _fence: u64,
         landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
         release(backend, route, &self.keys, token, landing)

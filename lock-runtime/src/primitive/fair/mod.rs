@@ -1,0 +1,279 @@
+//! The fair lock: one owner at a time, granted in the order the server
+//! saw its waiters' first tries, handed to the next waiter inside the
+//! release.
+//!
+//! - A waiter keeps a place in line ([`scripts`]): a lease the watchdog
+//!   renews while it waits, so a waiter that dies, is dropped or whose
+//!   wait runs out leaves the line within that lease (at once when it can
+//!   say so), and a live waiter that waits however long keeps its place.
+//! - The release hands the lock to the first live waiter in the same
+//!   script, and its message names that waiter (the digest of its token)
+//!   with its fence: the new owner holds the lock with no try of its own.
+//!   On the server, the lock's first lease is what was left of that
+//!   waiter's place; the new owner trusts it as it trusted its place,
+//!   counted from its own last request (never from the message), and its
+//!   first renewal, due at once, sets its ttl. A waiter whose message was
+//!   lost learns it holds the lock when its place's next renewal finds the
+//!   place gone, and its try finds the lock its own.
+//! - The other waiters hear each hand-over and try only if the new owner
+//!   could have died with it: when its first lease may have ended
+//!   unreleased. A line that moves costs one try per grant.
+//! - Every waiter of a locker keeps its own place (no turns in the
+//!   process: the server's line is the order), and no hold is passed in
+//!   process (that would overtake the line).
+//! - Not on Redlock: each master would keep a line of its own, with its
+//!   own first waiter; a request there is a [`LockError::Config`].
+
+pub(crate) mod guard;
+pub(crate) mod request;
+pub(crate) mod scripts;
+mod twins;
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::backend::flights::Landing;
+use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
+use crate::engine::handover::GiveBack;
+use crate::engine::lease::Leased;
+use crate::engine::primitive::{AcquireReply, PassCall, Passed, Place, Primitive, Try};
+use crate::engine::renewal::LeaseKind;
+use crate::error::LockError;
+use crate::keys::LockKeys;
+use crate::owner::{LineId, OwnerToken};
+
+/// The longest a waiter's place lasts between two renewals: a waiter that
+/// dies blocks the line behind it at most this long.
+pub(crate) const PLACE_LEASE: Duration = Duration::from_secs(2);
+
+/// What follows the resource's lock key in each of the fair lock's keys.
+const LOCK: &str = ":fair";
+const LINE: &str = ":fair:q";
+const CHANNEL: &str = ":fair:released";
+
+/// The fair lock of one resource, for one request.
+#[derive(Clone)]
+pub(crate) struct Fair {
+    keys: LockKeys,
+    /// Its lock key, its line of waiters on the server, and its channel
+    /// (three strings per request are what a fair lock costs).
+    lock: String,
+    waiting: String,
+    channel: String,
+    /// How long a waiter's place lasts: [`PLACE_LEASE`], or the ttl if
+    /// shorter (a place is never longer than what it waits for).
+    place_lease: Duration,
+}
+
+impl Fair {
+    /// The fair lock of `keys`, for leases of `ttl`; refused on Redlock.
+    pub(crate) fn new(keys: LockKeys, backend: &Backend, ttl: Duration) -> Result<Self, LockError> {
+        if matches!(backend, Backend::Redlock(_)) {
+            return Err(LockError::config(format!(
+                "lock `{}`: a fair lock needs one line of waiters, and each Redlock master would keep its own, each with its own first waiter; use one server, Sentinel or a Cluster",
+                keys.name()
+            )));
+        }
+        let base = keys.lock();
+        Ok(Self {
+            lock: format!("{base}{LOCK}"),
+            waiting: format!("{base}{LINE}"),
+            channel: format!("{base}{CHANNEL}"),
+            place_lease: PLACE_LEASE.min(ttl),
+            keys,
+        })
+    }
+
+    fn call(
+        &self,
+        script: &'static crate::backend::script::LuaScript,
+    ) -> crate::backend::script::ScriptCall {
+        let mut call = script.call();
+        call.key(&self.lock).key(&self.waiting);
+        call
+    }
+}
+
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+impl Primitive for Fair {
+    const NAME: &'static str = "fair";
+
+    const GIVE_BACK: GiveBack = |_, _, _, _| {
+        // Nothing is passed in process, so nothing is handed back.
+        Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>
+    };
+
+    const PASSES: bool = false;
+
+    const HANDS_OVER: bool = true;
+
+    fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
+    fn leased(&self) -> Leased {
+        Leased {
+            kind: LeaseKind::Key,
+            suffix: LOCK,
+        }
+    }
+
+    fn line(&self) -> &str {
+        &self.lock
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn takes_turn(&self) -> bool {
+        false
+    }
+
+    fn place(&self) -> Option<Place> {
+        Some(Place {
+            leased: Leased {
+                kind: LeaseKind::Member,
+                suffix: LINE,
+            },
+            ttl: self.place_lease,
+        })
+    }
+
+    async fn try_acquire<'a>(
+        &'a self,
+        backend: &'a Backend,
+        attempt: &'a Try<'a>,
+    ) -> Result<AcquireReply, LockError> {
+        let Backend::Node(node) = backend else {
+            return Err(LockError::config("a fair lock is not taken on Redlock"));
+        };
+        let mut call = self.call(&scripts::ACQUIRE);
+        call.arg(attempt.token.as_str())
+            .arg(ms(attempt.ttl))
+            .arg(ms(self.place_lease))
+            .arg(if attempt.waits { "1" } else { "0" });
+        let Some(ack) = attempt.replicas else {
+            return match node.run::<Vec<i64>>(attempt.route, &call).await {
+                Ok(answer) => Ok(read_acquire(&answer)),
+                Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
+                Err(err) => Err(err),
+            };
+        };
+        // A grant too few replicas confirmed is handed on again (on the
+        // same connection, after the WAIT) before the error.
+        let (answer, acked) = node
+            .run_then_wait::<Vec<i64>>(attempt.route, &call, ack)
+            .await?;
+        let reply = read_acquire(&answer);
+        let AcquireReply::Acquired { fence } = reply else {
+            return Ok(reply);
+        };
+        if acked >= ack.replicas {
+            return Ok(reply);
+        }
+        let blocking = Route {
+            blocking: true,
+            ..attempt.route
+        };
+        self.let_go(backend, blocking, attempt.token, fence).await?;
+        Err(LockError::NotReplicated {
+            key: self.keys.name().to_owned(),
+            acked,
+            wanted: ack.replicas,
+            timeout: ack.timeout,
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        fence: u64,
+        _landing: Option<&'a Landing>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        self.let_go(backend, route, token, fence)
+    }
+
+    fn pass<'a>(
+        &'a self,
+        _node: &'a NodeBackend,
+        _pass: &'a PassCall<'a>,
+    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
+        // Never called: a fair lock passes nothing (`PASSES`).
+        std::future::ready(Ok(Passed::NotOurs))
+    }
+
+    fn yield_to_others<'a>(
+        &'a self,
+        _node: &'a NodeBackend,
+        _route: Route,
+        _token: &'a OwnerToken,
+        _line: LineId,
+        _grace: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        // Never called: a fair lock passes nothing (`PASSES`).
+        std::future::ready(Ok(false))
+    }
+
+    fn leave_place<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        // The same script: a lock handed to a waiter that leaves goes on
+        // to the next.
+        self.let_go(backend, route, token, 0)
+    }
+}
+
+impl Fair {
+    /// Lets go of what `token` holds: the lock (handed to the first live
+    /// waiter, with a fence above `fence`), or its place in line.
+    async fn let_go(
+        &self,
+        backend: &Backend,
+        route: Route,
+        token: &OwnerToken,
+        fence: u64,
+    ) -> Result<bool, LockError> {
+        let Backend::Node(node) = backend else {
+            return Err(LockError::config("a fair lock is not taken on Redlock"));
+        };
+        let mut call = self.call(&scripts::RELEASE);
+        call.arg(token.as_str())
+            .arg(fence)
+            .arg(&self.channel)
+            .arg(node.publish_command());
+        let released: i64 = node.run(route, &call).await?;
+        Ok(released == 1)
+    }
+}
+
+/// Reads the acquire script's `{1, fence}` or `{0, pttl, placed}`.
+fn read_acquire(answer: &[i64]) -> AcquireReply {
+    match *answer {
+        [1, fence, ..] => AcquireReply::Acquired {
+            fence: u64::try_from(fence).unwrap_or(0),
+        },
+        [_, pttl, placed] => AcquireReply::Busy {
+            pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+            sightings: None,
+            place: placed == 1,
+        },
+        _ => AcquireReply::Busy {
+            pttl: None,
+            sightings: None,
+            place: false,
+        },
+    }
+}
