@@ -1,14 +1,16 @@
 //! Worker processes for multi-process tests: each is a separate OS process
 //! with its own `Locker`, like another instance of a service.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// A running worker process; killed (and reaped) on drop.
 pub struct Worker {
     child: Option<Child>,
+    /// Its standard input, for a worker that takes commands there.
+    commands: Option<ChildStdin>,
     /// Lines the worker printed, read by a thread as they come.
     lines: Receiver<String>,
 }
@@ -22,11 +24,46 @@ impl Worker {
 
     /// [`Worker::spawn`] with environment variables set for the worker.
     pub fn spawn_with_env(exe: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start(exe, args, env, false)
+    }
+
+    /// [`Worker::spawn`] for a worker that reads commands, one per line,
+    /// from its standard input ([`Worker::tell`]).
+    pub fn spawn_commanded(exe: &str, args: &[&str]) -> Self {
+        Self::start(exe, args, &[], true)
+    }
+
+    /// Sends `line` to the worker's standard input.
+    ///
+    /// # Panics
+    ///
+    /// If the worker was not spawned to take commands, or it exited.
+    pub fn tell(&mut self, line: &str) {
+        let commands = self
+            .commands
+            .as_mut()
+            .expect("a worker spawned to take commands");
+        writeln!(commands, "{line}")
+            .and_then(|()| commands.flush())
+            .unwrap_or_else(|err| panic!("cannot tell the worker `{line}`: {err}"));
+    }
+
+    /// Closes the worker's standard input: a worker that takes commands
+    /// finishes what they started, then exits.
+    pub fn end_commands(&mut self) {
+        self.commands = None;
+    }
+
+    fn start(exe: &str, args: &[&str], env: &[(&str, &str)], commanded: bool) -> Self {
         let mut command = Command::new(exe);
         command
             .args(args)
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
+            .stdin(if commanded {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // Die with the test process, even if it is killed.
@@ -34,6 +71,7 @@ impl Worker {
         let mut child = command
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start worker {exe}: {err}"));
+        let commands = child.stdin.take();
         let (sender, lines) = std::sync::mpsc::channel();
         if let Some(stdout) = child.stdout.take() {
             std::thread::spawn(move || {
@@ -46,6 +84,7 @@ impl Worker {
         }
         Self {
             child: Some(child),
+            commands,
             lines,
         }
     }

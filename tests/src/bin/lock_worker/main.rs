@@ -29,6 +29,13 @@
 //!     Takes the lock with a fixed lease (no renewals), prints
 //!     `acquired <fence>`, then `lost` the moment its loss signal comes
 //!     (within twice the lease), and exits.
+//! lock_worker fair <url> <lock-key> <ttl-ms> <hold-ms>
+//!     Reads commands from stdin, one per line: `wait <label>` starts a
+//!     waiter of the fair lock <lock-key> (ttl <ttl-ms>, a 120 s wait),
+//!     which prints `granted <label> <fence>` when it holds it, keeps it
+//!     <hold-ms>, releases it and prints `released <label> <held>` (or
+//!     `failed <label> <error>`). Exits once stdin closed and every waiter
+//!     finished.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -37,6 +44,7 @@
 //! ```
 
 mod chaos;
+mod fair;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -126,6 +134,9 @@ fn main() -> ExitCode {
             ["victim", url, key] => victim(url, key).await,
             ["hold", url, key, ttl_ms] => hold(url, key, parse(ttl_ms)?).await,
             ["hold-fixed", url, key, ttl_ms] => hold_fixed(url, key, parse(ttl_ms)?).await,
+            ["fair", url, key, ttl_ms, hold_ms] => {
+                fair::run(url, key, parse(ttl_ms)?, parse(hold_ms)?).await
+            }
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
             )),
