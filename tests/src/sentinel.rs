@@ -357,13 +357,35 @@ fn field<'a>(map: &'a std::collections::HashMap<String, String>, name: &str) -> 
 /// One command with timeouts on a fresh connection: a stopped or dead
 /// process gives an error, never a hang.
 fn query<T: FromRedisValue>(server: &RedisServer, args: &[&str]) -> redis::RedisResult<T> {
-    let client = redis::Client::open(server.url())?;
-    let mut connection = client.get_connection_with_timeout(CMD_TIMEOUT)?;
-    connection.set_read_timeout(Some(CMD_TIMEOUT))?;
-    connection.set_write_timeout(Some(CMD_TIMEOUT))?;
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
         cmd.arg(*arg);
     }
-    cmd.query(&mut connection)
+    // A machine stalled mid-call interrupts it (EINTR): asked again, a few
+    // times, as the server's own connections are.
+    let mut interrupted = 0;
+    loop {
+        let client = redis::Client::open(server.url())?;
+        let answer = client
+            .get_connection_with_timeout(CMD_TIMEOUT)
+            .and_then(|mut connection| {
+                connection.set_read_timeout(Some(CMD_TIMEOUT))?;
+                connection.set_write_timeout(Some(CMD_TIMEOUT))?;
+                cmd.query(&mut connection)
+            });
+        match answer {
+            Err(err) if interrupted < 5 && err.is_io_error() && is_interrupted(&err) => {
+                interrupted += 1;
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// Whether `err` is a call a signal interrupted.
+fn is_interrupted(err: &redis::RedisError) -> bool {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+        || err.to_string().contains("os error 4")
 }
