@@ -69,6 +69,11 @@ impl<P: Primitive> Hold<P> {
         &self.handle
     }
 
+    /// The primitive it holds, as its request made it.
+    pub(crate) fn primitive(&self) -> &P {
+        &self.primitive
+    }
+
     fn lease(&self) -> &Arc<Lease> {
         self.handle.lease()
     }

@@ -58,6 +58,16 @@ impl FairGuard {
         self.hold.handle().ttl()
     }
 
+    /// When the server first saw this holder wait in line, in µs since
+    /// the Unix epoch on the server's clock; None when its first try took
+    /// the lock. Grants follow these: no holder with a later arrival was
+    /// granted the lock while this one waited (one whose place ran out,
+    /// a process stalled longer than its place's lease, comes back with a
+    /// new arrival).
+    pub fn arrival(&self) -> Option<u64> {
+        self.hold.primitive().arrival()
+    }
+
     /// Whether the lock is still ours; see [`LockHandle::is_held`].
     pub fn is_held(&self) -> bool {
         self.hold.handle().is_held()

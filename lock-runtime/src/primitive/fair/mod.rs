@@ -30,6 +30,8 @@ pub(crate) mod scripts;
 mod twins;
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -65,6 +67,10 @@ pub(crate) struct Fair {
     /// How long a waiter's place lasts: [`PLACE_LEASE`], or the ttl if
     /// shorter (a place is never longer than what it waits for).
     place_lease: Duration,
+    /// When the server first saw this request wait in line (µs on its
+    /// clock; 0 until it did), as its last busy answer said: shared by the
+    /// attempt and the hold it becomes.
+    arrival: Arc<AtomicU64>,
 }
 
 impl Fair {
@@ -82,8 +88,15 @@ impl Fair {
             waiting: format!("{base}{LINE}"),
             channel: format!("{base}{CHANNEL}"),
             place_lease: PLACE_LEASE.min(ttl),
+            arrival: Arc::default(),
             keys,
         })
+    }
+
+    /// When the server first saw this request wait in line (µs since the
+    /// Unix epoch, on its clock), if it did.
+    pub(crate) fn arrival(&self) -> Option<u64> {
+        Some(self.arrival.load(Ordering::Relaxed)).filter(|&at| at > 0)
     }
 
     fn call(
@@ -162,7 +175,7 @@ impl Primitive for Fair {
             .arg(if attempt.waits { "1" } else { "0" });
         let Some(ack) = attempt.replicas else {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
-                Ok(answer) => Ok(read_acquire(&answer)),
+                Ok(answer) => Ok(self.read_acquire(&answer)),
                 Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
                 Err(err) => Err(err),
             };
@@ -172,7 +185,7 @@ impl Primitive for Fair {
         let (answer, acked) = node
             .run_then_wait::<Vec<i64>>(attempt.route, &call, ack)
             .await?;
-        let reply = read_acquire(&answer);
+        let reply = self.read_acquire(&answer);
         let AcquireReply::Acquired { fence } = reply else {
             return Ok(reply);
         };
@@ -259,21 +272,30 @@ impl Fair {
     }
 }
 
-/// Reads the acquire script's `{1, fence}` or `{0, pttl, placed}`.
-fn read_acquire(answer: &[i64]) -> AcquireReply {
-    match *answer {
-        [1, fence, ..] => AcquireReply::Acquired {
-            fence: u64::try_from(fence).unwrap_or(0),
-        },
-        [_, pttl, placed] => AcquireReply::Busy {
-            pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-            sightings: None,
-            place: placed == 1,
-        },
-        _ => AcquireReply::Busy {
-            pttl: None,
-            sightings: None,
-            place: false,
-        },
+impl Fair {
+    /// Reads the acquire script's `{1, fence}`, `{0, pttl, 0}` or
+    /// `{0, pttl, 1, arrival}`, keeping the arrival.
+    fn read_acquire(&self, answer: &[i64]) -> AcquireReply {
+        match *answer {
+            [1, fence, ..] => AcquireReply::Acquired {
+                fence: u64::try_from(fence).unwrap_or(0),
+            },
+            [_, pttl, placed, ..] => {
+                if let Some(&arrival) = answer.get(3) {
+                    let arrival = u64::try_from(arrival).unwrap_or(0);
+                    self.arrival.store(arrival, Ordering::Relaxed);
+                }
+                AcquireReply::Busy {
+                    pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+                    sightings: None,
+                    place: placed == 1,
+                }
+            }
+            _ => AcquireReply::Busy {
+                pttl: None,
+                sightings: None,
+                place: false,
+            },
+        }
     }
 }

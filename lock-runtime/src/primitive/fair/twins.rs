@@ -97,13 +97,22 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     if !waits {
         return Ok(Value::Array(vec![int(0), int(left), int(0)]));
     }
-    if keys.zscore(line, &arrival(token)).is_none() {
-        keys.zadd(line, fence - ARRIVALS_BELOW, &arrival(token));
-    }
+    let arrived = match keys.zscore(line, &arrival(token)) {
+        Some(arrived) => arrived,
+        None => {
+            keys.zadd(line, fence - ARRIVALS_BELOW, &arrival(token));
+            fence - ARRIVALS_BELOW
+        }
+    };
     keys.zadd(line, now.saturating_add(place), token);
     let last = keys.zmax(line).unwrap_or(now);
     keys.pexpire(line, u64::try_from(last - now).unwrap_or(0));
-    Ok(Value::Array(vec![int(0), int(left), int(1)]))
+    Ok(Value::Array(vec![
+        int(0),
+        int(left),
+        int(1),
+        int(arrived + ARRIVALS_BELOW),
+    ]))
 }
 
 /// [`super::scripts::RELEASE`].
@@ -178,7 +187,9 @@ mod tests {
         keys.begin(start, None);
         let owner = try_as(&mut keys, "t1", true);
         assert_eq!(owner[0], 1);
-        assert_eq!(try_as(&mut keys, "t2", true), [0, 1000, 1]);
+        let t2 = try_as(&mut keys, "t2", true);
+        assert_eq!(t2[..3], [0, 1000, 1]);
+        assert_eq!(try_as(&mut keys, "t2", true)[3], t2[3], "its arrival, once");
         assert_eq!(try_as(&mut keys, "t3", true)[2], 1);
         // A single try never overtakes the line, and takes no place.
         assert_eq!(try_as(&mut keys, "t9", false)[0], 0);

@@ -5,7 +5,8 @@
 -- ARGV[3] a place's lease in ms, ARGV[4] `1` to wait in line (`0`: a
 -- single try, which takes no place).
 -- Returns {1, fence} when granted, else {0, ms until the lease it waits
--- for ends, 1 when the caller holds a place}.
+-- for ends, 0} for a single try, or {0, that, 1, its arrival in µs} for a
+-- caller that holds a place.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local fence = tonumber(time[1] .. string.format('%06d', time[2]))
@@ -50,11 +51,13 @@ end
 if ARGV[4] ~= '1' then
     return {0, left, 0}
 end
-if not redis.call('ZSCORE', KEYS[2], token .. '<') then
+local arrival = tonumber(redis.call('ZSCORE', KEYS[2], token .. '<'))
+if not arrival then
     -- Its arrival, once: when the server first saw it (µs), below zero.
-    redis.call('ZADD', KEYS[2], string.format('%.0f', fence - 1e16), token .. '<')
+    arrival = fence - 1e16
+    redis.call('ZADD', KEYS[2], string.format('%.0f', arrival), token .. '<')
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), token)
 local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
 redis.call('PEXPIRE', KEYS[2], tonumber(last) - now)
-return {0, left, 1}
+return {0, left, 1, arrival + 1e16}
