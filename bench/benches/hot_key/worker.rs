@@ -112,6 +112,19 @@ async fn deduct_locked(
     read_pay_write(data, work).await
 }
 
+/// The project's fair lock, on the global locker.
+async fn deduct_fairly(data: &MultiplexedConnection, work: Work) -> Result<Deduction, BuyError> {
+    let guard = lock_runtime::global()?
+        .fair_lock(format!("hot:{SKU}"))
+        .ttl(TTL)
+        .wait(ATTEMPT_BOUND)
+        .acquire()
+        .await?;
+    let deduction = read_pay_write(data, work).await;
+    guard.release().await?;
+    deduction
+}
+
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
@@ -201,7 +214,7 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
         }
         _ => None,
     };
-    if args.way == Way::Project {
+    if matches!(args.way, Way::Project | Way::Fair) {
         lock_runtime::init(LockConfig::from_url(&args.url)?).await?;
     }
     // Each optimistic buyer needs a connection of its own.
@@ -229,6 +242,7 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                 let attempt = async {
                     match way {
                         Way::Project => deduct_locked(SKU, &data, work).await,
+                        Way::Fair => deduct_fairly(&data, work).await,
                         Way::SetnxSpin => deduct_spinning(&data, &token, work).await,
                         Way::WatchMulti => match own.as_mut() {
                             Some(conn) => deduct_optimistic(conn, work).await,
@@ -291,9 +305,10 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
     }
 
     let mut report = report.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if args.way == Way::Project {
+    if matches!(args.way, Way::Project | Way::Fair) {
         let stats = lock_runtime::global()?.stats();
         report.server_ends = stats.released.saturating_sub(stats.handovers_in_process);
+        report.tries = stats.tries;
     }
     Ok(report)
 }

@@ -298,6 +298,13 @@ impl<P: Primitive> Attempt<P> {
                     return Ok(Step::Won(self.handed(fence)));
                 }
             }
+            // A waiter of a lock its releases hand over joins the line
+            // before its first try when this process listens on its channel
+            // already: a hand-over right after the try is heard, and no
+            // second try is needed once it is busy (see `listen`).
+            if P::HANDS_OVER {
+                self.join_listening();
+            }
             // Wake-ups so far are for releases before this try.
             if let Some(subscription) = self.subscription() {
                 subscription.mark_seen();
@@ -499,6 +506,7 @@ impl<P: Primitive> Attempt<P> {
             self.armed = true;
             let sent_at = self.core.clock().now();
             self.last_sent = Some(sent_at);
+            Counters::bump(&self.core.counters.tries);
             let attempt = Try {
                 route: self.route,
                 token: &self.token,
@@ -657,6 +665,25 @@ impl<P: Primitive> Attempt<P> {
             listening.confirmed = confirmed;
         }
         true
+    }
+
+    /// Joins the line of waiters on the channel, if it has none yet and
+    /// this process listens there already (see
+    /// [`crate::engine::wait::ReleaseListener::join_listening`]).
+    fn join_listening(&mut self) {
+        let releases = self.core.releases.clone();
+        let channel = self.primitive.channel().to_owned();
+        let grantee = Grantee::of(self.token.as_str());
+        let Some(listening) = self.listening() else {
+            return;
+        };
+        if listening.subscription.is_some() {
+            return;
+        }
+        if let Some(subscription) = releases.join_listening(&channel, Some(grantee)) {
+            listening.subscription = Some(subscription);
+            listening.confirmed = true;
+        }
     }
 
     /// What this attempt listens for releases with: its line's, while it

@@ -22,6 +22,11 @@ pub struct LockerStats {
     pub contended: u64,
     /// `acquire` calls that gave up after their whole wait.
     pub timeouts: u64,
+    /// Tries sent to the servers: each acquisition's first, one after each
+    /// wake-up, and a retry after a dropped connection (on Redlock, one
+    /// per round). Divided by `acquired`, what a lock cost in tries: a
+    /// fair lock handed over by its release takes none of its own.
+    pub tries: u64,
     /// Waiters woken by a release message.
     pub release_wakeups: u64,
     /// Waiters woken by their own timer (backoff, or the owner's lease end).
@@ -74,6 +79,7 @@ pub(crate) struct Counters {
     pub(crate) acquired: AtomicU64,
     pub(crate) contended: AtomicU64,
     pub(crate) timeouts: AtomicU64,
+    pub(crate) tries: AtomicU64,
     pub(crate) release_wakeups: AtomicU64,
     pub(crate) timer_wakeups: AtomicU64,
     pub(crate) renewal_rounds: AtomicU64,
@@ -101,6 +107,7 @@ impl Counters {
             acquired: read(&self.acquired),
             contended: read(&self.contended),
             timeouts: read(&self.timeouts),
+            tries: read(&self.tries),
             release_wakeups: read(&self.release_wakeups),
             timer_wakeups: read(&self.timer_wakeups),
             renewal_rounds: read(&self.renewal_rounds),

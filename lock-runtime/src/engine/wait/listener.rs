@@ -76,6 +76,30 @@ impl ReleaseListener {
         }
     }
 
+    /// Joins the line of waiters on `channel` (as `grantee`, as for
+    /// [`Self::subscribe`]) only if this process listens on it already,
+    /// confirmed by a server (the in-memory store: always): the waiter
+    /// hears every release published from now on. None otherwise, when
+    /// only [`Self::subscribe`] can say when it does.
+    pub(crate) fn join_listening(
+        &self,
+        channel: &str,
+        grantee: Option<Grantee>,
+    ) -> Option<Subscription> {
+        if self.commands.is_empty() {
+            return Some(self.waiters.join(channel, grantee, Box::new(|_| {})));
+        }
+        let commands = self.commands.clone();
+        let unsubscribe = move |channel: String| {
+            for listener in commands.iter() {
+                let channel = channel.clone();
+                let _ = listener.send(Command::Unsubscribe { channel });
+            }
+        };
+        self.waiters
+            .join_confirmed(channel, grantee, Box::new(unsubscribe))
+    }
+
     /// Joins the line of waiters on `channel` (as `grantee`, when a
     /// release may hand this waiter the lock); returns once a server
     /// confirmed the subscription (`true`), or no listener could get it
@@ -118,6 +142,9 @@ impl ReleaseListener {
             .collect();
         // Stops at the first confirmation; the others come when they come.
         let confirmed = confirmations.any(std::future::ready).await;
+        if confirmed {
+            self.waiters.mark_confirmed(channel);
+        }
         (subscription, confirmed)
     }
 }

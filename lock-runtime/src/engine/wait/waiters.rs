@@ -8,7 +8,7 @@
 //! so no release is swallowed. After the pub/sub connection was down every
 //! waiter is woken, since releases may have gone unheard.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
@@ -31,6 +31,10 @@ pub(crate) struct Waiters {
     /// The locker's clock, which says when a waiter heard a lock handed to
     /// another.
     clock: Clock,
+    /// Channels a server confirmed this process listens on, since the
+    /// listener last had a gap: a waiter that joins one of them hears
+    /// every release from then on, with no subscription of its own.
+    confirmed: Arc<Mutex<HashSet<String>>>,
 }
 
 /// One waiting acquisition.
@@ -122,7 +126,54 @@ impl Waiters {
             channels: Arc::default(),
             own,
             clock,
+            confirmed: Arc::default(),
         }
+    }
+
+    /// A server confirmed this process listens on `channel`.
+    pub(crate) fn mark_confirmed(&self, channel: &str) {
+        // Under the map's lock: a line leaving meanwhile takes its channel
+        // out of the set after this, not before.
+        let channels = self.lock();
+        if channels.contains_key(channel) {
+            self.confirmed().insert(channel.to_owned());
+        }
+    }
+
+    /// Joins the line of `channel` (as [`Self::join`]) only if this process
+    /// listens on it already, confirmed: the waiter then hears every
+    /// release published from now on. None otherwise.
+    pub(crate) fn join_confirmed(
+        &self,
+        channel: &str,
+        grantee: Option<Grantee>,
+        on_empty: Box<dyn Fn(String) + Send + Sync>,
+    ) -> Option<Subscription> {
+        // The map's lock first, as everywhere: the line cannot go (and its
+        // channel leave the confirmed set) between the check and the join.
+        let mut channels = self.lock();
+        if !self.confirmed().contains(channel) {
+            return None;
+        }
+        let waiter = Arc::new(Waiter {
+            grantee,
+            ..Waiter::default()
+        });
+        channels
+            .entry(channel.to_owned())
+            .or_default()
+            .push_back(waiter.clone());
+        Some(Subscription {
+            waiters: self.clone(),
+            channel: channel.to_owned(),
+            waiter,
+            on_empty,
+        })
+    }
+
+    fn confirmed(&self) -> MutexGuard<'_, HashSet<String>> {
+        // Plain data: consistent even if a holder panicked mid-update.
+        self.confirmed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Joins the line of `channel`, as `grantee` when a release may hand
@@ -204,9 +255,12 @@ impl Waiters {
         WeakWaiters(Arc::downgrade(&self.channels), self.own, self.clock)
     }
 
-    /// Releases may have gone unheard: wake everyone.
+    /// Releases may have gone unheard: wake everyone (and confirm nothing
+    /// until a server does again).
     pub(crate) fn wake_all(&self) {
-        for line in self.lock().values() {
+        let channels = self.lock();
+        self.confirmed().clear();
+        for line in channels.values() {
             line.iter().for_each(|waiter| waiter.wake(None));
         }
     }
@@ -233,6 +287,7 @@ impl crate::memory::Listener for WeakWaiters {
                     channels,
                     own: self.1,
                     clock: self.2,
+                    confirmed: Arc::default(),
                 };
                 waiters.wake(channel, release);
                 true
@@ -247,6 +302,7 @@ impl crate::memory::Listener for WeakWaiters {
                 channels,
                 own: self.1,
                 clock: self.2,
+                confirmed: Arc::default(),
             };
             waiters
                 .lock()
@@ -330,6 +386,7 @@ impl Drop for Subscription {
         }
         if line.is_empty() {
             channels.remove(&self.channel);
+            self.waiters.confirmed().remove(&self.channel);
             drop(channels);
             (self.on_empty)(std::mem::take(&mut self.channel));
         }
