@@ -30,6 +30,7 @@ mod moved;
 mod resolver;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -128,14 +129,22 @@ impl SentinelBackend {
         self.shared.moved.subscribe()
     }
 
-    /// Release messages: subscribed on the master the sentinels name at
-    /// each (re)connect of the listener, which reconnects as soon as the
-    /// locker follows a failover.
+    /// Release messages: subscribed on the master in use at each
+    /// (re)connect of the listener, which reconnects as soon as the locker
+    /// follows a failover. Only a listener that failed on the master still
+    /// in use asks the sentinels again; one that left for a master the
+    /// locker already followed subscribes there at once (a lookup then
+    /// could wait out a sentinel still naming the frozen master, and run
+    /// past the listener's connect bound).
     pub(crate) fn release_feed(&self) -> ReleaseFeed {
         let shared = Arc::downgrade(&self.shared);
+        // One past the generation of the last master named to the
+        // listener (0: none yet).
+        let named = Arc::new(AtomicU64::new(0));
         ReleaseFeed::PubSub(
             ClientSource::new(move || {
                 let shared = shared.clone();
+                let named = named.clone();
                 Box::pin(async move {
                     let Some(shared) = shared.upgrade() else {
                         return Err(redis::RedisError::from((
@@ -143,8 +152,13 @@ impl SentinelBackend {
                             "the locker was dropped",
                         )));
                     };
-                    let seen = shared.master().generation;
-                    let master = shared.follow(seen, Instant::now()).await;
+                    let current = shared.master();
+                    let master = if named.load(Ordering::Relaxed) > current.generation {
+                        shared.follow(current.generation, Instant::now()).await
+                    } else {
+                        current
+                    };
+                    named.store(master.generation + 1, Ordering::Relaxed);
                     let client = tls::client(master.address.clone(), &shared.config.tls)?;
                     Ok(Named {
                         client,
