@@ -11,7 +11,7 @@ use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub(crate) struct Complete {
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
+    /// `fair = true`: the fair lock, granted in arrival order.
+    pub(crate) fair: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
@@ -115,6 +117,7 @@ impl LockArgs {
                     .map(|d| args.max_hold = Some(d)),
                 "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
                 "reentrant" => boolean(&value, &label).map(|b| args.reentrant = Some(b)),
+                "fair" => boolean(&value, &label).map(|b| args.fair = Some(b)),
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
@@ -167,6 +170,7 @@ impl LockArgs {
             ttl: rest.ttl,
             wait: rest.wait,
             watchdog: rest.watchdog,
+            fair: rest.fair.unwrap_or(false),
             on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
             on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
@@ -183,6 +187,7 @@ struct Partial {
     ttl: Option<DurationArg>,
     wait: Option<DurationArg>,
     watchdog: Option<bool>,
+    fair: Option<bool>,
     on_lost: Option<OnLost>,
     on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
