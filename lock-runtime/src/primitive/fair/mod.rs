@@ -263,6 +263,10 @@ impl Fair {
             return Err(LockError::config("a fair lock is not taken on Redlock"));
         };
         let mut call = self.call(&scripts::RELEASE);
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::LifoLine) {
+            call = self.call(&scripts::LIFO_RELEASE);
+        }
         call.arg(token.as_str())
             .arg(fence)
             .arg(&self.channel)
