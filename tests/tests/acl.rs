@@ -307,10 +307,18 @@ async fn the_builder_logs_in_to_a_sentinel_master_as_its_user() {
 /// a waiter whose place is renewed, the hand-over inside the release.
 async fn fair_hold_renew_and_hand_over(holder: &Locker, waiter: Locker) {
     let ttl = lock_tests::fixtures::STALL_PROOF_TTL;
-    let guard = holder.fair_lock("stock:42").ttl(ttl).acquire().await.unwrap();
+    let guard = holder
+        .fair_lock("stock:42")
+        .ttl(ttl)
+        .acquire()
+        .await
+        .unwrap();
     let waiting = tokio::spawn(async move {
         let request = waiter.fair_lock("stock:42").ttl(ttl);
-        let taken = request.wait(std::time::Duration::from_secs(60)).acquire().await;
+        let taken = request
+            .wait(std::time::Duration::from_secs(60))
+            .acquire()
+            .await;
         let taken = taken.unwrap();
         let fence = taken.fence();
         assert!(taken.release().await.unwrap());
@@ -327,7 +335,12 @@ async fn fair_hold_renew_and_hand_over(holder: &Locker, waiter: Locker) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_acl_with_the_fair_locks_commands_runs_its_whole_path() {
     let server = RedisServer::start();
-    set_user(&server, "orders", "orders:lock:", &format!("{LOCK_USER} {FAIR_EXTRA}"));
+    set_user(
+        &server,
+        "orders",
+        "orders:lock:",
+        &format!("{LOCK_USER} {FAIR_EXTRA}"),
+    );
     let connect =
         || Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"));
     let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
