@@ -270,6 +270,12 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
                 if matches!(outcome, Outcome::Error | Outcome::Timeout) {
                     // Not a busy loop while the lock service is down.
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                } else if fair {
+                    // A fair lock's callers come and go: between lines of
+                    // several waiters, moments with fewer, so that a grant
+                    // out of order is followed by the one it overtook
+                    // (rather than by newer arrivals until its wait ends).
+                    tokio::time::sleep(Duration::from_millis(random.below(16))).await;
                 }
             }
         }));
