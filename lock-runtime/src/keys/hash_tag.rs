@@ -21,6 +21,14 @@ pub(crate) fn escape(name: &str) -> Cow<'_, str> {
     escaped.into()
 }
 
+/// The lock name in the hash tag of any key of a lock, whatever follows
+/// the tag (`<prefix>{<name>}:rw:r`); None when it has no whole tag.
+pub(crate) fn name_in(key: &str) -> Option<String> {
+    let open = key.find('{')?;
+    let close = open + key.get(open..)?.find('}')?;
+    name_of(key.get(..=close)?)
+}
+
 /// The lock name a lock key `<prefix>{<escaped name>}` was made from: the
 /// text between the first `{` and the key's final `}`, unescaped. None for
 /// a key no lock has (a channel, a counter).

@@ -172,13 +172,6 @@ impl Keyspace {
     }
 
     /// `ZCARD key`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the twins of the read/write lock and the semaphore use it"
-        )
-    )]
     pub(crate) fn zcard(&mut self, key: &str) -> usize {
         self.drop_if_expired(key);
         self.entries
@@ -188,13 +181,6 @@ impl Keyspace {
     }
 
     /// `ZREMRANGEBYSCORE key -inf max`: how many were removed.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the twins of the read/write lock and the semaphore use it"
-        )
-    )]
     pub(crate) fn zremrangebyscore(&mut self, key: &str, max: i64) -> usize {
         self.drop_if_expired(key);
         let Some(set) = self.entries.get_mut(key).and_then(Entry::sorted) else {
@@ -349,6 +335,16 @@ impl Keyspace {
                 let left = entry.expires_at.map(|at| at.saturating_duration_since(now));
                 Some((key.clone(), entry.text()?.to_owned(), left))
             })
+            .collect()
+    }
+
+    /// Every live key, of any type, in no order.
+    pub(crate) fn live_keys(&self) -> Vec<String> {
+        let now = self.now;
+        self.entries
+            .iter()
+            .filter(|(_, entry)| entry.expires_at.is_none_or(|at| at > now))
+            .map(|(key, _)| key.clone())
             .collect()
     }
 

@@ -215,6 +215,21 @@ impl MemoryStore {
             .collect()
     }
 
+    /// How many keys of the locks named `name` (every kind of lock, under
+    /// any prefix) the store holds now: a reader's set, a waiting writer's
+    /// intent and a fair lock's line count too. Zero once the last holder
+    /// and waiter of every one of them left.
+    pub fn stored(&self, name: &str) -> usize {
+        let mut keyspace = self.keyspace();
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
+        keyspace
+            .live_keys()
+            .iter()
+            .filter(|key| crate::keys::hash_tag::name_in(key).as_deref() == Some(name))
+            .count()
+    }
+
     /// Ends the lease of every lock named `name` (under any prefix) now,
     /// as if its time had run out on a server; returns how many there were.
     /// Its holder is told at the watchdog's next renewal (within a third of
