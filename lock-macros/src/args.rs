@@ -10,8 +10,9 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
+use crate::mode::{self, Mode};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +50,7 @@ pub(crate) struct Complete {
     pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
     pub(crate) max_hold: Option<DurationArg>,
+    pub(crate) mode: Mode,
     pub(crate) locker: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -121,6 +123,9 @@ impl LockArgs {
                 "on_release_error" => string(&value, &label)
                     .and_then(|lit| on_release_error(&lit))
                     .map(|o| args.on_release_error = Some(o)),
+                "mode" => string(&value, &label)
+                    .and_then(|lit| mode::parse(&lit))
+                    .map(|m| args.mode = Some(m)),
                 "locker" => {
                     args.locker = Some(value);
                     Ok(())
@@ -171,6 +176,7 @@ impl LockArgs {
             on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
             max_hold: rest.max_hold,
+            mode: rest.mode.unwrap_or(Mode::Exclusive),
             locker: rest.locker,
             krate: rest.krate,
         })
@@ -187,6 +193,7 @@ struct Partial {
     on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
     max_hold: Option<DurationArg>,
+    mode: Option<Mode>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }
@@ -233,6 +240,7 @@ fn example(name: &str) -> &'static str {
         "on_lost" => "`on_lost = \"cancel\"`",
         "on_release_error" => "`on_release_error = \"fail\"`",
         "max_hold" => "`max_hold = \"5m\"`",
+        "mode" => "`mode = \"read\"`",
         _ => "`crate = \"my_lock_runtime\"`",
     }
 }

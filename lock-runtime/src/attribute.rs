@@ -13,7 +13,11 @@ use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
-use crate::primitive::exclusive::guard::LockGuard;
+
+mod mode;
+
+use self::mode::BodyGuard;
+pub use self::mode::Mode;
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +37,8 @@ pub struct Options {
     pub reentrant: bool,
     /// `max_hold = ".."`.
     pub max_hold: Option<Duration>,
+    /// `mode = ".."`: the exclusive lock, or a side of the read/write lock.
+    pub mode: Mode,
     /// The key template as written (`"stock:<sku>"`): the bounded name of
     /// the lock in metrics and traces.
     pub template: &'static str,
@@ -66,23 +72,13 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
-    if let Some(holder) = held_by_this_task(locker.core(), &key) {
+    if let Some(holder) = held_by_this_task(locker.core(), &key, options.mode.nests_under()) {
+        if let Some(refused) = options.mode.refused_under(holder.kind, &key) {
+            return Err(refused);
+        }
         return run_nested(&locker, key, holder, options, body).await;
     }
-    let mut request = locker
-        .lock(key)
-        .watchdog(options.watchdog)
-        .template(options.template);
-    if let Some(ttl) = options.ttl {
-        request = request.ttl(ttl);
-    }
-    if let Some(wait) = options.wait {
-        request = request.wait(wait);
-    }
-    if let Some(cap) = options.max_hold {
-        request = request.max_hold(cap);
-    }
-    let guard = request.acquire().await?;
+    let guard = mode::acquire(&locker, key, &options).await?;
     let handle = guard.handle();
     let key = guard.key().to_owned();
     let nested = Nested::new();
@@ -91,7 +87,8 @@ pub async fn run_locked<F: Future>(
         nested: nested.clone(),
         host: locker.core().host.clone(),
     };
-    let outcome = run_body(&locker, &handle, options.on_lost, nested, body).await;
+    let kind = options.mode.kind();
+    let outcome = run_body(&locker, kind, &handle, options.on_lost, nested, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
     // nested call's step.
     if let Some(guard) = held.into_guard() {
@@ -121,13 +118,13 @@ pub async fn run_locked<F: Future>(
 /// in the background, while the watchdog keeps the lease; the guard's own
 /// drop then releases the lock.
 struct Held {
-    guard: Option<LockGuard>,
+    guard: Option<BodyGuard>,
     nested: Arc<Nested>,
     host: Host,
 }
 
 impl Held {
-    fn into_guard(mut self) -> Option<LockGuard> {
+    fn into_guard(mut self) -> Option<BodyGuard> {
         self.guard.take()
     }
 }
@@ -214,6 +211,7 @@ async fn run_nested<F: Future>(
     // polled again, so that calls nested in it stop too.
     let running = run_body(
         locker,
+        holder.kind,
         &holder.handle,
         options.on_lost,
         Nested::nested_in(nested),
@@ -232,13 +230,14 @@ async fn run_nested<F: Future>(
         .await
 }
 
-/// Runs `body` as a call holding `handle`, with `nested` for the calls
+/// Runs `body` as a call holding `handle`, a lock of `kind`, with `nested` for the calls
 /// nested in it: `None` when the lock was lost
 /// and `on_lost = "cancel"` (cancelled, or finished after the lease ran
 /// out: a process paused past its lease can finish before the watchdog
 /// runs again, and the local validity check catches that).
 async fn run_body<F: Future>(
     locker: &Locker,
+    kind: &'static str,
     handle: &LockHandle,
     on_lost: OnLost,
     nested: Arc<Nested>,
@@ -252,6 +251,7 @@ async fn run_body<F: Future>(
     let output = tracing::Instrument::instrument(
         holding(
             locker.core(),
+            kind,
             handle.clone(),
             nested,
             lost::guarded(handle.lease(), on_lost, body),

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, Locker};
+use std::sync::Arc;
+
+use lock_runtime::{LockError, Locker, current, distributed_lock};
 use lock_tests::conformance::{Kind, Site};
 use lock_tests::fixtures::{STALL_PROOF_TTL, STALL_ROOM, eventually};
 use tokio::sync::oneshot;
@@ -293,6 +295,33 @@ mod behaviours {
         assert!(!site.keeps_any("acct", &KEYS));
     }
 
+    /// The attribute takes either side: readers inside at once, a read
+    /// nested in a write runs under it, a write nested in a read is refused
+    /// at once, and the exclusive lock of the same name is another lock.
+    pub async fn the_attribute_takes_either_side(site: &Site) {
+        let (a, b) = (site.locker().await, site.locker().await);
+        let together = Arc::new(tokio::sync::Barrier::new(2));
+        let (first, second) = tokio::join!(
+            read_page(&a, 1, together.clone()),
+            read_page(&b, 1, together)
+        );
+        let top = first.unwrap().max(second.unwrap());
+        let (write, nested) = write_page(&a, 1).await.unwrap();
+        assert!(write > top, "the write is ordered after the reads");
+        assert_eq!(nested, write, "the nested read ran under the write");
+        let started = Instant::now();
+        let upgrade = upgrade_page(&a, 1).await;
+        assert!(
+            matches!(upgrade, Err(LockError::UpgradeRefused { ref key }) if key == "page:1"),
+            "{upgrade:?}"
+        );
+        assert!(started.elapsed() < STALL_ROOM, "refused at once");
+        let (read, exclusive) = exclusive_inside_read(&a, 1).await.unwrap();
+        assert!(read > 0 && exclusive > 0, "both locks were taken");
+        assert!(!site.keeps_any("page:1", &KEYS));
+        assert!(!site.exists("page:1"));
+    }
+
     /// On Redlock both sides are refused with a configuration error.
     pub async fn refused_on_redlock(site: &Site) {
         let a = site.locker().await;
@@ -301,6 +330,47 @@ mod behaviours {
         let write = a.write_lock("x").try_acquire().await;
         assert!(matches!(write, Err(LockError::Config(_))), "{write:?}");
     }
+}
+
+/// A read through the attribute: waits at `together` (every reader inside
+/// at once), then answers its fence.
+#[distributed_lock(key = "page:<id>", ttl = "1500ms", mode = "read", locker = locker)]
+async fn read_page(
+    locker: &Locker,
+    id: u64,
+    together: Arc<tokio::sync::Barrier>,
+) -> Result<u64, LockError> {
+    let met = tokio::time::timeout(STALL_ROOM * 10, together.wait()).await;
+    met.map_err(|_| LockError::Config("the readers never met inside".into()))?;
+    Ok(current().expect("inside a held read").fence())
+}
+
+/// A write through the attribute, with a read nested in it: answers the
+/// write's fence and the nested read's.
+#[distributed_lock(key = "page:<id>", ttl = "1500ms", mode = "write", locker = locker)]
+async fn write_page(locker: &Locker, id: u64) -> Result<(u64, u64), LockError> {
+    let fence = current().expect("inside the write").fence();
+    let alone = Arc::new(tokio::sync::Barrier::new(1));
+    let nested = read_page(locker, id, alone).await?;
+    Ok((fence, nested))
+}
+
+/// A read that tries to write the same page inside: an upgrade.
+#[distributed_lock(key = "page:<id>", ttl = "1500ms", mode = "read", locker = locker)]
+async fn upgrade_page(locker: &Locker, id: u64) -> Result<(), LockError> {
+    write_page(locker, id).await.map(|_| ())
+}
+
+/// The exclusive lock of the same name, inside a read: another lock.
+#[distributed_lock(key = "page:<id>", ttl = "1500ms", locker = locker)]
+async fn exclusive_page(locker: &Locker, id: u64) -> Result<u64, LockError> {
+    Ok(current().expect("inside the exclusive lock").fence())
+}
+
+#[distributed_lock(key = "page:<id>", ttl = "1500ms", mode = "read", locker = locker)]
+async fn exclusive_inside_read(locker: &Locker, id: u64) -> Result<(u64, u64), LockError> {
+    let read = current().expect("inside the read").fence();
+    Ok((read, exclusive_page(locker, id).await?))
 }
 
 macro_rules! on_backend {
@@ -328,6 +398,7 @@ macro_rules! every_node_backend {
             a_reader_left_unrenewed_frees_its_share,
             a_downgrade_lets_readers_in_and_keeps_writers_out,
             an_upgrade_is_refused_and_a_read_runs_under_its_write,
+            the_attribute_takes_either_side,
         ]);
     };
 }

@@ -43,6 +43,10 @@ struct HeldLocks(Arc<Vec<Frame>>);
 #[derive(Clone)]
 pub(crate) struct Frame {
     locker: usize,
+    /// Which lock of the key it holds, as the caller names kinds (the
+    /// exclusive lock, a read, a write): locks of one name but of
+    /// different kinds are different locks.
+    pub(crate) kind: &'static str,
     pub(crate) handle: LockHandle,
     /// What the call shares with the calls nested directly in it.
     pub(crate) nested: Arc<Nested>,
@@ -244,24 +248,28 @@ pub fn current() -> Option<LockHandle> {
         .flatten()
 }
 
-/// The innermost call of this task that holds `key` through `locker`.
-pub(crate) fn held_by_this_task(core: &Core, key: &str) -> Option<Frame> {
+/// The innermost call of this task that holds `key` through `locker`, as
+/// a lock of one of `kinds`.
+pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Frame> {
     let id = core.identity();
     HELD.try_with(|held| {
         held.0
             .iter()
             .rev()
-            .find(|frame| frame.locker == id && frame.handle.key() == key)
+            .find(|frame| {
+                frame.locker == id && frame.handle.key() == key && kinds.contains(&frame.kind)
+            })
             .cloned()
     })
     .ok()
     .flatten()
 }
 
-/// Runs `body` as a call holding `handle` (a new frame, with `nested`, its
-/// own turns for the calls nested in it).
+/// Runs `body` as a call holding `handle`, a lock of `kind` (a new frame,
+/// with `nested`, its own turns for the calls nested in it).
 pub(crate) async fn holding<F: Future>(
     core: &Core,
+    kind: &'static str,
     handle: LockHandle,
     nested: Arc<Nested>,
     body: F,
@@ -272,6 +280,7 @@ pub(crate) async fn holding<F: Future>(
     let _end = EndOnDrop(nested.clone());
     held.push(Frame {
         locker: core.identity(),
+        kind,
         handle,
         nested: nested.clone(),
     });
