@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
+use lock_bench::read_write::{ReadWriteContender, Side};
 use lock_bench::scenarios::macro_overhead::{self, Variant};
 use lock_bench::scenarios::{
     HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
@@ -167,9 +168,14 @@ enum Implementation {
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
     MacroPair,
+    /// The project's read/write lock, each pair taking this side.
+    ReadWrite(Side),
 }
 
 impl Implementation {
+    /// The read/write lock's rows, beside the exclusive lock's.
+    const READ_WRITE: [Self; 2] = [Self::ReadWrite(Side::Read), Self::ReadWrite(Side::Write)];
+
     fn name(self) -> String {
         match self {
             Self::Project(None) => "project".to_owned(),
@@ -178,6 +184,7 @@ impl Implementation {
             Self::RawOwnThread => "raw_own_thread".to_owned(),
             Self::Rslock => "rslock".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
+            Self::ReadWrite(side) => side.name().to_owned(),
         }
     }
 
@@ -197,6 +204,12 @@ impl Implementation {
                         .map(|&size| Self::Project(Some(size))),
                 );
                 all.extend([Self::Raw, Self::RawOwnThread, Self::Rslock]);
+                all.extend(Self::READ_WRITE);
+                all
+            }
+            UNCONTENDED_PAIR => {
+                let mut all = vec![Self::Project(None), Self::Raw, Self::Rslock];
+                all.extend(Self::READ_WRITE);
                 all
             }
             _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
@@ -324,6 +337,12 @@ async fn run_one(
         Implementation::Rslock => {
             let connect = || RslockContender::connect(urls);
             drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::ReadWrite(side) => {
+            let connect = || ReadWriteContender::connect(url, side);
+            drive(scenario, connect, context, LockConfig::DEFAULT_POOL_SIZE)
+                .await
+                .map(single)
         }
         Implementation::MacroPair => {
             let project = ProjectContender::connect(url, None).await?;

@@ -231,8 +231,9 @@ impl WriteGuard {
     /// [`LockError::UpgradeRefused`]).
     ///
     /// Returns within two bounded round trips. [`LockError::Lost`] when
-    /// the write was no longer ours; on any error the write is let go of
-    /// in the background.
+    /// the write was no longer ours; on any other error the write is let
+    /// go of in the background (and a read it became, had the answer been
+    /// lost, ends with its lease).
     pub async fn downgrade(self) -> Result<ReadGuard, LockError> {
         let Self { hold, _registered } = self;
         drop(_registered);

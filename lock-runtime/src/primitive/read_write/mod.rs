@@ -166,17 +166,20 @@ impl ReadWrite {
         })
     }
 
-    /// Lets go of whatever `token` holds here (a write, a read, an
-    /// intent), and wakes who can proceed.
+    /// Lets go of what `token` holds here, as `what` says (`r` a read,
+    /// `w` the write, `?` whatever it may hold: a try's clean-up, a
+    /// waiting writer's intent), and wakes who can proceed.
     async fn let_go(
         &self,
         backend: &Backend,
         route: Route,
         token: &OwnerToken,
+        what: &str,
     ) -> Result<bool, LockError> {
         let node = self.node(backend)?;
         let mut call = self.call(&scripts::RELEASE);
         call.arg(token.as_str())
+            .arg(what)
             .arg(&self.names.read_channel)
             .arg(&self.names.write_channel)
             .arg(node.publish_command());
@@ -311,7 +314,7 @@ impl Primitive for ReadWrite {
             blocking: true,
             ..attempt.route
         };
-        self.let_go(backend, blocking, attempt.token).await?;
+        self.let_go(backend, blocking, attempt.token, "?").await?;
         Err(LockError::NotReplicated {
             key: self.keys.name().to_owned(),
             acked,
@@ -325,10 +328,17 @@ impl Primitive for ReadWrite {
         backend: &'a Backend,
         route: Route,
         token: &'a OwnerToken,
-        _fence: u64,
+        fence: u64,
         _landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        self.let_go(backend, route, token)
+        // A hold knows its fence and its side; the clean-up of a try
+        // (fence 0) may hold a grant or an intent.
+        let what = match self.mode {
+            _ if fence == 0 => "?",
+            Mode::Read => "r",
+            Mode::Write => "w",
+        };
+        self.let_go(backend, route, token, what)
     }
 
     fn leave_place<'a>(
@@ -337,7 +347,7 @@ impl Primitive for ReadWrite {
         route: Route,
         token: &'a OwnerToken,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        self.let_go(backend, route, token)
+        self.let_go(backend, route, token, "?")
     }
 
     fn pass<'a>(

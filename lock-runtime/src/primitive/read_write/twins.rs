@@ -49,6 +49,14 @@ fn ms(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// `PEXPIRE key ms GT`, else `PEXPIRE key ms NX`: the set lasts at least
+/// `ms` more.
+fn last_at_least(keys: &mut Keyspace, set: &str, ms_left: u64) {
+    if keys.pttl(set) < i64::try_from(ms_left).unwrap_or(i64::MAX) {
+        keys.pexpire(set, ms_left);
+    }
+}
+
 /// [`super::scripts::READ`].
 pub(super) fn read(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (writer, readers, intents) = keys3(k)?;
@@ -56,20 +64,21 @@ pub(super) fn read(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, S
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
     let now = keys.now_ms();
     let fence = fence_now(keys);
-    if keys.zscore(readers, token).is_some_and(|mine| mine > now) {
-        keep_until(keys, readers, token, now.saturating_add(ttl), now);
-        return Ok(ints(&[1, fence]));
-    }
     if keys.get(writer).is_some() {
         return Ok(ints(&[0, keys.pttl(writer)]));
     }
-    keys.zremrangebyscore(intents, now);
-    let first_intent = keys.zmembers(intents).into_iter().map(|(_, s)| s).min();
-    if let Some(deadline) = first_intent {
-        return Ok(ints(&[0, deadline - now]));
+    if keys.zcard(intents) > 0 {
+        let mine = keys.zscore(readers, token);
+        keys.zremrangebyscore(intents, now);
+        let first_intent = keys.zmembers(intents).into_iter().map(|(_, s)| s).min();
+        if let Some(deadline) = first_intent
+            && mine.is_none_or(|mine| mine <= now)
+        {
+            return Ok(ints(&[0, deadline - now]));
+        }
     }
-    keys.zremrangebyscore(readers, now);
-    keep_until(keys, readers, token, now.saturating_add(ttl), now);
+    keys.zadd(readers, now.saturating_add(ttl), token);
+    last_at_least(keys, readers, ms(ttl));
     Ok(ints(&[1, fence]))
 }
 
@@ -88,9 +97,11 @@ pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, 
         keys.zrem(intents, token);
         return Ok(ints(&[1, fence]));
     }
-    keys.zremrangebyscore(readers, now);
-    keys.zremrangebyscore(intents, now);
-    let reading = keys.zmax(readers);
+    let mut reading = None;
+    if keys.zcard(readers) > 0 {
+        keys.zremrangebyscore(readers, now);
+        reading = keys.zmax(readers);
+    }
     if held.is_none() && reading.is_none() {
         keys.set_px(writer, token.to_owned(), ms(ttl));
         keys.zrem(intents, token);
@@ -103,6 +114,7 @@ pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, 
     if !waits {
         return Ok(ints(&[0, left, 0]));
     }
+    keys.zremrangebyscore(intents, now);
     keep_until(keys, intents, token, now.saturating_add(intent), now);
     Ok(ints(&[0, left, 1]))
 }
@@ -111,34 +123,38 @@ pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, 
 pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (writer, readers, intents) = keys3(k)?;
     let token = nth(a, 1, "ARGV")?;
-    let (read_channel, write_channel) = (nth(a, 2, "ARGV")?, nth(a, 3, "ARGV")?);
+    let what = nth(a, 2, "ARGV")?;
+    let (read_channel, write_channel) = (nth(a, 3, "ARGV")?, nth(a, 4, "ARGV")?);
     let now = keys.now_ms();
     let mut released = false;
-    let wrote = keys.get(writer) == Some(token);
+    let wrote = what != "r" && keys.get(writer) == Some(token);
     if wrote {
         keys.del(writer);
         released = true;
     }
-    if let Some(deadline) = keys.zscore(readers, token) {
+    if what != "w"
+        && let Some(deadline) = keys.zscore(readers, token)
+    {
         keys.zrem(readers, token);
         released |= deadline > now;
     }
-    let intended = keys.zrem(intents, token);
+    let intended = what == "?" && keys.zrem(intents, token);
     if !released && !intended {
         return Ok(Value::Int(0));
     }
     let answer = Value::Int(i64::from(released));
-    if keys.get(writer).is_some() {
-        return Ok(answer);
-    }
-    keys.zremrangebyscore(readers, now);
-    keys.zremrangebyscore(intents, now);
     let at = keys.time_us();
     if keys.zcard(intents) > 0 {
-        if !exists(keys, readers) {
-            keys.publish(write_channel, at.to_string());
+        keys.zremrangebyscore(intents, now);
+        if keys.zcard(intents) > 0 && keys.get(writer).is_none() {
+            keys.zremrangebyscore(readers, now);
+            if !exists(keys, readers) {
+                keys.publish(write_channel, at.to_string());
+            }
+            return Ok(answer);
         }
-    } else if wrote || intended {
+    }
+    if (wrote || intended) && keys.get(writer).is_none() {
         keys.publish(read_channel, format!("{at};all"));
     }
     Ok(answer)
@@ -205,7 +221,7 @@ mod tests {
     }
 
     fn release_as(keys: &mut Keyspace, token: &str) -> i64 {
-        let args = strings(&[token, "r", "w", "PUBLISH"]);
+        let args = strings(&[token, "?", "r", "w", "PUBLISH"]);
         answer(release(keys, &strings(&KEYS), &args).unwrap())[0]
     }
 

@@ -9,28 +9,24 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local fence = tonumber(time[1] .. string.format('%06d', time[2]))
 local token = ARGV[1]
 
--- Its own member, scored by its deadline; the set lasts as its latest.
-local function read_until(deadline)
-    redis.call('ZADD', KEYS[2], deadline, token)
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
-    redis.call('PEXPIRE', KEYS[2], tonumber(last) - now)
-end
-
-local mine = tonumber(redis.call('ZSCORE', KEYS[2], token))
-if mine and mine > now then
-    -- A retry after a lost reply: the read is ours already.
-    read_until(now + tonumber(ARGV[2]))
-    return {1, fence}
-end
+-- A writer is granted only while no read is alive, so a read that is
+-- ours already (a retry after a lost reply) never meets one.
 if redis.call('EXISTS', KEYS[1]) == 1 then
     return {0, redis.call('PTTL', KEYS[1])}
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local intent = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if intent[1] then
-    return {0, tonumber(intent[2]) - now}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+    -- A writer waits: only a read that is ours already goes on.
+    local mine = tonumber(redis.call('ZSCORE', KEYS[2], token))
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    local intent = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+    if intent[1] and not (mine and mine > now) then
+        return {0, tonumber(intent[2]) - now}
+    end
 end
--- Readers whose lease ran out leave the set on the way.
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-read_until(now + tonumber(ARGV[2]))
+-- Its own member, scored by its deadline; the set lasts at least as long
+-- as its latest (a set just made has no expiry yet).
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), token)
+if redis.call('PEXPIRE', KEYS[2], ARGV[2], 'GT') == 0 then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2], 'NX')
+end
 return {1, fence}

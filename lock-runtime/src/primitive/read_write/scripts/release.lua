@@ -1,54 +1,64 @@
--- Lets go of whatever the token holds: the write, its read, or a waiting
--- writer's intent; then tells the waiters that can proceed now. With
--- writers waiting (a live intent), the last reader out wakes one writer
--- per listening process; with none, a writer's release or a writer giving
--- up wakes every waiting reader at once.
+-- Lets go of what the token holds: its read (`r`), its write (`w`), or
+-- whatever it may hold (`?`: the clean-up of a try, a waiting writer's
+-- intent); then tells the waiters that can proceed now. With writers
+-- waiting (a live intent), the last reader out wakes one writer per
+-- listening process; with none, a writer's release or a writer giving up
+-- wakes every waiting reader at once.
 -- KEYS[1] writer, KEYS[2] readers, KEYS[3] intents; ARGV[1] owner token,
--- ARGV[2] the readers' channel, ARGV[3] the writers' channel, ARGV[4] the
--- publish command (`PUBLISH`, or `SPUBLISH` on a cluster).
+-- ARGV[2] what it holds (`r`, `w` or `?`), ARGV[3] the readers' channel,
+-- ARGV[4] the writers' channel, ARGV[5] the publish command (`PUBLISH`, or
+-- `SPUBLISH` on a cluster).
 -- Returns 1 when the token held the write or a live read, 0 otherwise.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local token = ARGV[1]
+local token, what = ARGV[1], ARGV[2]
 
 local released = 0
-local wrote = redis.call('GET', KEYS[1]) == token
-if wrote then
+local wrote, intended = false, false
+if what ~= 'r' and redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])
     released = 1
+    wrote = true
 end
-local deadline = tonumber(redis.call('ZSCORE', KEYS[2], token))
-if deadline then
-    redis.call('ZREM', KEYS[2], token)
-    if deadline > now then
-        released = 1
+if what ~= 'w' then
+    local deadline = tonumber(redis.call('ZSCORE', KEYS[2], token))
+    if deadline then
+        redis.call('ZREM', KEYS[2], token)
+        if deadline > now then
+            released = 1
+        end
     end
 end
-local intended = redis.call('ZREM', KEYS[3], token) == 1
+if what == '?' then
+    intended = redis.call('ZREM', KEYS[3], token) == 1
+end
 if released == 0 and not intended then
     return 0
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-    -- Another writer holds it: nobody can proceed yet.
-    return released
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 
 local function publish(channel, message)
-    if ARGV[4] == 'PUBLISH' then
+    if ARGV[5] == 'PUBLISH' then
         redis.call('PUBLISH', channel, message)
-    elseif not pcall(redis.call, ARGV[4], channel, message) then
+    elseif not pcall(redis.call, ARGV[5], channel, message) then
         redis.call('PUBLISH', channel, message)
     end
 end
 
 local at = time[1] .. string.format('%06d', time[2])
 if redis.call('EXISTS', KEYS[3]) == 1 then
-    if redis.call('EXISTS', KEYS[2]) == 0 then
-        publish(ARGV[3], at)
+    -- Writers wait: the next may take it once no writer and no live
+    -- reader is left.
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
+        redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+        if redis.call('EXISTS', KEYS[2]) == 0 then
+            publish(ARGV[4], at)
+        end
+        return released
     end
-elseif wrote or intended then
-    publish(ARGV[2], at .. ';all')
+end
+if (wrote or intended) and redis.call('EXISTS', KEYS[1]) == 0 then
+    -- Nobody waits to write: every waiting reader may read.
+    publish(ARGV[3], at .. ';all')
 end
 return released

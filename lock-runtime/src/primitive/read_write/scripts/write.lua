@@ -19,9 +19,12 @@ if held == token then
     redis.call('ZREM', KEYS[3], token)
     return {1, fence}
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local reading = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+local reading = {}
+if redis.call('EXISTS', KEYS[2]) == 1 then
+    -- Readers whose lease ran out leave the set on the way.
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+    reading = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+end
 if not held and not reading[1] then
     redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
     redis.call('ZREM', KEYS[3], token)
@@ -36,6 +39,7 @@ end
 if ARGV[4] ~= '1' then
     return {0, left, 0}
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), token)
 local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
 redis.call('PEXPIRE', KEYS[3], tonumber(last) - now)
