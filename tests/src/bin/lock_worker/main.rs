@@ -44,6 +44,12 @@
 //!     <tasks> readers of <lock-key> each take a read, hold it <hold-ms>
 //!     and take the next, for <seconds>; prints `ready` once that many
 //!     reads were granted, then `done <grants> <most at once>`.
+//! lock_worker rw-chaos <worker> <lock-url> <store-url> <resources> <tasks> <seconds> <history-file>
+//!     Tasks take reads and writes of read/write locks on random resources
+//!     and read or bump a version (kept on the plain server <store-url>)
+//!     under them, recording a history
+//!     (`lock_tests::history::read_write`) in <history-file>; prints
+//!     `ready`, then `done` at the end.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -54,6 +60,7 @@
 mod chaos;
 mod fair;
 mod read_write;
+mod rw_chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -155,6 +162,27 @@ fn main() -> ExitCode {
                     tasks: parse(tasks)?,
                     hold_ms: parse(hold_ms)?,
                     seconds: parse(seconds)?,
+                })
+                .await
+            }
+            [
+                "rw-chaos",
+                worker,
+                url,
+                store_url,
+                resources,
+                tasks,
+                seconds,
+                history,
+            ] => {
+                rw_chaos::run(rw_chaos::RwChaos {
+                    worker,
+                    url,
+                    store_url,
+                    resources: parse(resources)?,
+                    tasks: parse(tasks)?,
+                    seconds: parse(seconds)?,
+                    history,
                 })
                 .await
             }
