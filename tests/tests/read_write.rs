@@ -20,10 +20,13 @@ use tokio::time::Instant;
 const TTL: Duration = STALL_PROOF_TTL;
 
 /// Where each key of a read/write lock lives, after the lock's own key.
-const KEYS: [&str; 3] = [":rw:w", ":rw:r", ":rw:i"];
+const KEYS: [&str; 5] = [":rw:w", ":rw:r", ":rw:i", ":rw:q", ":rw:t"];
 
 /// The channel that wakes waiting readers, after the lock's own key.
 const READERS_CHANNEL: &str = ":rw:r:released";
+
+/// The channel that wakes waiting writers, after the lock's own key.
+const WRITERS_CHANNEL: &str = ":rw:w:released";
 
 /// The site for test `name` on `kind`; a Redis deployment is started off
 /// the test's runtime threads (it blocks for seconds, once per binary).
@@ -194,6 +197,58 @@ mod behaviours {
             assert!(locker.stats().release_wakeups >= 1);
         }
         assert!(!site.keeps_any("menu", &KEYS));
+    }
+
+    /// Readers who waited behind a writer get in before the next writer,
+    /// even though it waited too: a stream of writers cannot starve them.
+    pub async fn waiting_readers_get_their_turn_between_writers(site: &Site) {
+        let (a, b, c) = (
+            site.locker().await,
+            site.locker().await,
+            site.locker().await,
+        );
+        let first = a.write_lock("feed").ttl(TTL).acquire().await.unwrap();
+        let (tell_read, read_granted) = oneshot::channel();
+        let (end_read, read_ends) = oneshot::channel::<()>();
+        let reader = tokio::spawn(async move {
+            let read = b.read_lock("feed").ttl(TTL).wait(TTL * 20).acquire().await;
+            let read = read.expect("the reader gets in");
+            let _ = tell_read.send(read.fence());
+            let _ = read_ends.await;
+            read.release().await.expect("release the read");
+        });
+        let listening = || site.listeners("feed", READERS_CHANNEL) >= 1;
+        eventually("the reader waits", STALL_ROOM * 10, listening).await;
+        let (tell_write, write_granted) = oneshot::channel();
+        let writer = tokio::spawn(async move {
+            let write = c.write_lock("feed").ttl(TTL).wait(TTL * 20).acquire().await;
+            let write = write.expect("the second writer gets in");
+            let _ = tell_write.send(write.fence());
+            write.release().await.expect("release the write");
+        });
+        // On the in-memory store, waiters of every channel of the lock count.
+        let both = if site.kind() == Kind::Memory { 2 } else { 1 };
+        let waiting = || site.listeners("feed", WRITERS_CHANNEL) >= both;
+        eventually("the second writer waits", STALL_ROOM * 10, waiting).await;
+        assert!(first.release().await.unwrap());
+        let read_fence = tokio::time::timeout(STALL_ROOM * 2, read_granted)
+            .await
+            .expect("the waiting reader got in before the waiting writer")
+            .unwrap();
+        let mut write_granted = write_granted;
+        assert!(
+            write_granted.try_recv().is_err(),
+            "the second writer got in before the reader who waited"
+        );
+        end_read.send(()).unwrap();
+        let write_fence = tokio::time::timeout(STALL_ROOM * 2, write_granted)
+            .await
+            .expect("the writer gets in once the reader left")
+            .unwrap();
+        assert!(write_fence > read_fence);
+        reader.await.unwrap();
+        writer.await.unwrap();
+        assert!(!site.keeps_any("feed", &KEYS));
     }
 
     /// A reader whose lease is not renewed (its process stalled or died)
@@ -399,6 +454,7 @@ macro_rules! every_node_backend {
             a_downgrade_lets_readers_in_and_keeps_writers_out,
             an_upgrade_is_refused_and_a_read_runs_under_its_write,
             the_attribute_takes_either_side,
+            waiting_readers_get_their_turn_between_writers,
         ]);
     };
 }

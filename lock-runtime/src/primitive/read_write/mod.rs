@@ -11,6 +11,10 @@
 //!   readers gets in once the reads running when it came have ended; a
 //!   writer that dies or gives up stops blocking readers within that
 //!   lease (at once when it can say so).
+//! - Readers are not starved either: a reader that waits keeps a place (a
+//!   short lease, as an intent), and a writer's release while readers wait
+//!   opens the readers' turn: every waiting reader gets in before the next
+//!   writer (or until the turn's lease, [`INTENT_LEASE`], runs out).
 //! - Wake-ups by message on two channels: a writer's release (or a writer
 //!   giving up) wakes every waiting reader at once, and the last reader
 //!   out wakes a waiting writer.
@@ -46,14 +50,18 @@ use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::{LineId, OwnerToken};
 
-/// The longest a waiting writer's intent lasts between two renewals: a
-/// writer that dies while it waits turns readers away at most this long.
+/// The longest a waiting writer's intent (or a waiting reader's place)
+/// lasts between two renewals: a writer that dies while it waits turns
+/// readers away at most this long. Also the longest a readers' turn keeps
+/// writers out.
 pub(crate) const INTENT_LEASE: Duration = Duration::from_secs(2);
 
 /// What follows the resource's lock key in each of its keys.
 const WRITER: &str = ":rw:w";
 const READERS: &str = ":rw:r";
 const INTENTS: &str = ":rw:i";
+const WAITING: &str = ":rw:q";
+const TURN: &str = ":rw:t";
 const RELEASED: &str = ":released";
 
 /// Which side of the lock a request takes.
@@ -81,6 +89,8 @@ struct Names {
     writer: String,
     readers: String,
     intents: String,
+    waiting: String,
+    turn: String,
     read_channel: String,
     write_channel: String,
 }
@@ -105,6 +115,8 @@ impl ReadWrite {
             writer: format!("{base}{WRITER}"),
             readers: format!("{base}{READERS}"),
             intents: format!("{base}{INTENTS}"),
+            waiting: format!("{base}{WAITING}"),
+            turn: format!("{base}{TURN}"),
             read_channel: format!("{base}{READERS}{RELEASED}"),
             write_channel: format!("{base}{WRITER}{RELEASED}"),
         };
@@ -128,7 +140,9 @@ impl ReadWrite {
         let mut call = script.call();
         call.key(&self.names.writer)
             .key(&self.names.readers)
-            .key(&self.names.intents);
+            .key(&self.names.intents)
+            .key(&self.names.waiting)
+            .key(&self.names.turn);
         call
     }
 
@@ -182,7 +196,8 @@ impl ReadWrite {
             .arg(what)
             .arg(&self.names.read_channel)
             .arg(&self.names.write_channel)
-            .arg(node.publish_command());
+            .arg(node.publish_command())
+            .arg(ms(self.intent_lease));
         let released: i64 = node.run(route, &call).await?;
         Ok(released == 1)
     }
@@ -192,7 +207,10 @@ impl ReadWrite {
         match self.mode {
             Mode::Read => {
                 let mut call = self.call(&scripts::READ);
-                call.arg(attempt.token.as_str()).arg(ms(attempt.ttl));
+                call.arg(attempt.token.as_str())
+                    .arg(ms(attempt.ttl))
+                    .arg(ms(self.intent_lease))
+                    .arg(if attempt.waits { "1" } else { "0" });
                 call
             }
             Mode::Write => {
@@ -278,10 +296,14 @@ impl Primitive for ReadWrite {
     }
 
     fn place(&self) -> Option<Place> {
-        (self.mode == Mode::Write).then_some(Place {
+        let suffix = match self.mode {
+            Mode::Read => WAITING,
+            Mode::Write => INTENTS,
+        };
+        Some(Place {
             leased: Leased {
                 kind: LeaseKind::Member,
-                suffix: INTENTS,
+                suffix,
             },
             ttl: self.intent_lease,
         })

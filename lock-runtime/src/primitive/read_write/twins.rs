@@ -23,9 +23,15 @@ fn ints(items: &[i64]) -> Value {
     Value::Array(items.iter().copied().map(Value::Int).collect())
 }
 
-/// The three keys of every call: the writer, the readers, the intents.
+/// The first three keys of every call: the writer, the readers, the
+/// intents.
 fn keys3(k: &Words) -> Result<(&str, &str, &str), String> {
     Ok((nth(k, 1, "KEYS")?, nth(k, 2, "KEYS")?, nth(k, 3, "KEYS")?))
+}
+
+/// The last two: the waiting readers and the readers' turn.
+fn keys45(k: &Words) -> Result<(&str, &str), String> {
+    Ok((nth(k, 4, "KEYS")?, nth(k, 5, "KEYS")?))
 }
 
 /// `EXISTS` for the string and the sorted sets the scripts keep.
@@ -60,31 +66,51 @@ fn last_at_least(keys: &mut Keyspace, set: &str, ms_left: u64) {
 /// [`super::scripts::READ`].
 pub(super) fn read(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (writer, readers, intents) = keys3(k)?;
+    let (waiting, turn) = keys45(k)?;
     let token = nth(a, 1, "ARGV")?;
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
+    let place = number(nth(a, 3, "ARGV")?, "the place's lease")?;
+    let waits = nth(a, 4, "ARGV")? == "1";
     let now = keys.now_ms();
     let fence = fence_now(keys);
+    let refused = |keys: &mut Keyspace, left: i64| {
+        if !waits {
+            return ints(&[0, left, 0]);
+        }
+        keys.zadd(waiting, now.saturating_add(place), token);
+        last_at_least(keys, waiting, ms(place));
+        ints(&[0, left, 1])
+    };
     if keys.get(writer).is_some() {
-        return Ok(ints(&[0, keys.pttl(writer)]));
+        let left = keys.pttl(writer);
+        return Ok(refused(keys, left));
     }
-    if keys.zcard(intents) > 0 {
+    if keys.zcard(intents) > 0 && keys.get(turn).is_none() {
         let mine = keys.zscore(readers, token);
         keys.zremrangebyscore(intents, now);
         let first_intent = keys.zmembers(intents).into_iter().map(|(_, s)| s).min();
         if let Some(deadline) = first_intent
             && mine.is_none_or(|mine| mine <= now)
         {
-            return Ok(ints(&[0, deadline - now]));
+            return Ok(refused(keys, deadline - now));
         }
     }
     keys.zadd(readers, now.saturating_add(ttl), token);
     last_at_least(keys, readers, ms(ttl));
+    if keys.zcard(waiting) > 0 {
+        keys.zrem(waiting, token);
+        keys.zremrangebyscore(waiting, now);
+        if keys.zcard(waiting) == 0 {
+            keys.del(turn);
+        }
+    }
     Ok(ints(&[1, fence]))
 }
 
 /// [`super::scripts::WRITE`].
 pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (writer, readers, intents) = keys3(k)?;
+    let (_, turn) = keys45(k)?;
     let token = nth(a, 1, "ARGV")?;
     let ttl = number(nth(a, 2, "ARGV")?, "the ttl")?;
     let intent = number(nth(a, 3, "ARGV")?, "the intent's lease")?;
@@ -102,14 +128,16 @@ pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, 
         keys.zremrangebyscore(readers, now);
         reading = keys.zmax(readers);
     }
-    if held.is_none() && reading.is_none() {
+    let turn_left = if held.is_none() { keys.pttl(turn) } else { -2 };
+    if held.is_none() && reading.is_none() && turn_left < 0 {
         keys.set_px(writer, token.to_owned(), ms(ttl));
         keys.zrem(intents, token);
         return Ok(ints(&[1, fence]));
     }
     let left = match reading {
-        Some(last) if held.is_none() => last - now,
-        _ => keys.pttl(writer),
+        _ if held.is_some() => keys.pttl(writer),
+        Some(last) => last - now,
+        None => turn_left,
     };
     if !waits {
         return Ok(ints(&[0, left, 0]));
@@ -122,9 +150,11 @@ pub(super) fn write(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, 
 /// [`super::scripts::RELEASE`].
 pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
     let (writer, readers, intents) = keys3(k)?;
+    let (waiting, turn) = keys45(k)?;
     let token = nth(a, 1, "ARGV")?;
     let what = nth(a, 2, "ARGV")?;
     let (read_channel, write_channel) = (nth(a, 3, "ARGV")?, nth(a, 4, "ARGV")?);
+    let turn_lease = number(nth(a, 6, "ARGV")?, "the turn's lease")?;
     let now = keys.now_ms();
     let mut released = false;
     let wrote = what != "r" && keys.get(writer) == Some(token);
@@ -138,13 +168,27 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
         keys.zrem(readers, token);
         released |= deadline > now;
     }
-    let intended = what == "?" && keys.zrem(intents, token);
+    let mut intended = what == "?" && keys.zrem(intents, token);
+    if what == "?" && keys.zrem(waiting, token) {
+        keys.zremrangebyscore(waiting, now);
+        if keys.zcard(waiting) == 0 && keys.del(turn) {
+            intended = true;
+        }
+    }
     if !released && !intended {
         return Ok(Value::Int(0));
     }
     let answer = Value::Int(i64::from(released));
     let at = keys.time_us();
-    if keys.zcard(intents) > 0 {
+    if wrote && keys.zcard(intents) > 0 && keys.zcard(waiting) > 0 {
+        keys.zremrangebyscore(waiting, now);
+        if keys.zcard(waiting) > 0 {
+            keys.set_px(turn, "1".to_owned(), ms(turn_lease));
+            keys.publish(read_channel, format!("{at};all"));
+            return Ok(answer);
+        }
+    }
+    if keys.zcard(intents) > 0 && keys.get(turn).is_none() {
         keys.zremrangebyscore(intents, now);
         if keys.zcard(intents) > 0 && keys.get(writer).is_none() {
             keys.zremrangebyscore(readers, now);
@@ -208,10 +252,22 @@ mod tests {
         }
     }
 
-    const KEYS: [&str; 3] = ["l:{a}:rw:w", "l:{a}:rw:r", "l:{a}:rw:i"];
+    const KEYS: [&str; 5] = [
+        "l:{a}:rw:w",
+        "l:{a}:rw:r",
+        "l:{a}:rw:i",
+        "l:{a}:rw:q",
+        "l:{a}:rw:t",
+    ];
 
     fn read_as(keys: &mut Keyspace, token: &str) -> Vec<i64> {
-        answer(read(keys, &strings(&KEYS), &strings(&[token, "1000"])).unwrap())
+        let args = strings(&[token, "1000", "300", "0"]);
+        answer(read(keys, &strings(&KEYS), &args).unwrap())
+    }
+
+    fn wait_to_read(keys: &mut Keyspace, token: &str) -> Vec<i64> {
+        let args = strings(&[token, "1000", "300", "1"]);
+        answer(read(keys, &strings(&KEYS), &args).unwrap())
     }
 
     fn write_as(keys: &mut Keyspace, token: &str, waits: bool) -> Vec<i64> {
@@ -221,7 +277,7 @@ mod tests {
     }
 
     fn release_as(keys: &mut Keyspace, token: &str) -> i64 {
-        let args = strings(&[token, "?", "r", "w", "PUBLISH"]);
+        let args = strings(&[token, "?", "r", "w", "PUBLISH", "300"]);
         answer(release(keys, &strings(&KEYS), &args).unwrap())[0]
     }
 
@@ -255,7 +311,7 @@ mod tests {
         let mut keys = store(start);
         assert_eq!(read_as(&mut keys, "r1")[0], 1);
         assert_eq!(write_as(&mut keys, "w1", true), vec![0, 1000, 1]);
-        assert_eq!(read_as(&mut keys, "r2"), vec![0, 300]);
+        assert_eq!(read_as(&mut keys, "r2"), vec![0, 300, 0]);
         keys.begin(start + Duration::from_millis(301), None);
         assert_eq!(read_as(&mut keys, "r2")[0], 1, "the intent's lease ended");
     }
@@ -286,6 +342,31 @@ mod tests {
         assert_eq!(write_as(&mut keys, "w1", true)[..1], [0], "live reads on");
         assert_eq!(keys.zscore(KEYS[1], "dead"), None, "reaped");
         assert_eq!(release_as(&mut keys, "dead"), 0, "its lease had ended");
+    }
+
+    #[test]
+    fn a_writers_release_opens_a_turn_for_the_readers_who_waited() {
+        let mut keys = store(Instant::now());
+        assert_eq!(write_as(&mut keys, "w1", false)[0], 1);
+        assert_eq!(wait_to_read(&mut keys, "r1"), vec![0, 1000, 1]);
+        assert_eq!(write_as(&mut keys, "w2", true)[..1], [0]);
+        assert_eq!(release_as(&mut keys, "w1"), 1);
+        let told = keys.finish();
+        assert_eq!(told.len(), 1);
+        assert_eq!(told[0].0, "r", "the waiting readers are woken");
+        assert_eq!(
+            write_as(&mut keys, "w2", true),
+            vec![0, 300, 1],
+            "their turn"
+        );
+        assert_eq!(wait_to_read(&mut keys, "r1")[0], 1, "past the intent");
+        assert_eq!(
+            keys.pttl(KEYS[4]),
+            -2,
+            "the turn ended with the last waiter"
+        );
+        assert_eq!(release_as(&mut keys, "r1"), 1);
+        assert_eq!(write_as(&mut keys, "w2", true)[0], 1);
     }
 
     #[test]

@@ -18,6 +18,14 @@
 //!   while it waits. A live intent turns new readers away (writer
 //!   preference); a writer that dies or gives up stops blocking them
 //!   within that lease, or at once when it can say so.
+//! - `<p>{name}:rw:q`: the places of waiting readers, one member per
+//!   reader scored by the deadline of a short lease its attempt renews
+//!   while it waits.
+//! - `<p>{name}:rw:t`: the readers' turn, opened by a writer's release
+//!   while readers and writers both wait: no writer is granted while it
+//!   lasts, and it ends once every waiting reader got in (or left, or its
+//!   short lease ran out). Writers go first, but a stream of them cannot
+//!   starve the readers.
 //! - `<p>{name}:rw:r:released` and `<p>{name}:rw:w:released`: the channels
 //!   where releases wake waiting readers (all of them at once) and waiting
 //!   writers.

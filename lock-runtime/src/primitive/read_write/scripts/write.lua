@@ -2,7 +2,9 @@
 -- lease is alive. A waiting writer that is refused keeps its intent: a
 -- short lease, renewed while it waits, that turns new readers away.
 -- Idempotent for its token.
--- KEYS[1] writer, KEYS[2] readers, KEYS[3] intents; ARGV[1] owner token,
+-- KEYS[1] writer, KEYS[2] readers, KEYS[3] intents, KEYS[4] waiting
+-- readers, KEYS[5] the readers' turn (while it lasts, no writer is
+-- granted: see `release.lua`); ARGV[1] owner token,
 -- ARGV[2] ttl in ms, ARGV[3] an intent's lease in ms, ARGV[4] `1` to wait
 -- (`0`: a single try, which leaves no intent).
 -- Returns {1, fence} when granted, else {0, ms until the lease it waits
@@ -25,7 +27,8 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
     reading = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 end
-if not held and not reading[1] then
+local turn = not held and redis.call('PTTL', KEYS[5]) or -2
+if not held and not reading[1] and turn < 0 then
     redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
     redis.call('ZREM', KEYS[3], token)
     return {1, fence}
@@ -33,8 +36,10 @@ end
 local left
 if held then
     left = redis.call('PTTL', KEYS[1])
-else
+elseif reading[1] then
     left = tonumber(reading[2]) - now
+else
+    left = turn
 end
 if ARGV[4] ~= '1' then
     return {0, left, 0}
