@@ -180,7 +180,8 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     }
     let answer = Value::Int(i64::from(released));
     let at = keys.time_us();
-    if wrote && keys.zcard(intents) > 0 && keys.zcard(waiting) > 0 {
+    let writers_wait = keys.zcard(intents) > 0;
+    if wrote && writers_wait && keys.zcard(waiting) > 0 {
         keys.zremrangebyscore(waiting, now);
         if keys.zcard(waiting) > 0 {
             keys.set_px(turn, "1".to_owned(), ms(turn_lease));
@@ -188,7 +189,7 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
             return Ok(answer);
         }
     }
-    if keys.zcard(intents) > 0 && keys.get(turn).is_none() {
+    if writers_wait && keys.get(turn).is_none() {
         keys.zremrangebyscore(intents, now);
         if keys.zcard(intents) > 0 && keys.get(writer).is_none() {
             keys.zremrangebyscore(readers, now);
@@ -198,7 +199,7 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
             return Ok(answer);
         }
     }
-    if (wrote || intended) && keys.get(writer).is_none() {
+    if wrote || (intended && keys.get(writer).is_none()) {
         keys.publish(read_channel, format!("{at};all"));
     }
     Ok(answer)

@@ -56,7 +56,8 @@ local function publish(channel, message)
 end
 
 local at = time[1] .. string.format('%06d', time[2])
-if wrote and redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[4]) == 1 then
+local writers_wait = redis.call('EXISTS', KEYS[3]) == 1
+if wrote and writers_wait and redis.call('EXISTS', KEYS[4]) == 1 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
     if redis.call('EXISTS', KEYS[4]) == 1 then
         redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
@@ -64,7 +65,7 @@ if wrote and redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[4]
         return released
     end
 end
-if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[5]) == 0 then
+if writers_wait and redis.call('EXISTS', KEYS[5]) == 0 then
     -- Writers wait: the next may take it once no writer and no live
     -- reader is left.
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
@@ -76,7 +77,8 @@ if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[5]) == 0 the
         return released
     end
 end
-if (wrote or intended) and redis.call('EXISTS', KEYS[1]) == 0 then
+-- (A writer that let go leaves no writer behind; one that gave up may.)
+if wrote or (intended and redis.call('EXISTS', KEYS[1]) == 0) then
     -- Nobody waits to write: every waiting reader may read.
     publish(ARGV[3], at .. ';all')
 end
