@@ -1,7 +1,7 @@
 //! The read/write lock across processes, on one Redis server: a reader
-//! killed with -9 while another keeps renewing, and a writer behind
-//! sixteen looping readers in two processes. The behaviours every backend
-//! shares are in `read_write.rs`.
+//! killed with -9 while another keeps renewing, a writer behind sixteen
+//! looping readers in two processes, and a read lost behind its holder's
+//! back. The behaviours every backend shares are in `read_write.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -155,4 +155,52 @@ async fn a_writer_behind_sixteen_looping_readers_gets_in_within_the_longest_read
     })
     .await;
     println!("writer waits behind 16 readers holding {HOLD:?}: {waits:?}");
+}
+
+/// A reader's lease is reported lost like a lock's: its member removed
+/// behind its back (an operator, a failover that lost it), the holder is
+/// told at the watchdog's next renewal, while another reader's lease,
+/// renewed in the same rounds, stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_removed_behind_its_back_is_reported_lost() {
+    let server = tokio::task::block_in_place(RedisServer::start);
+    let ttl = Duration::from_millis(1500);
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let gone = a.read_lock("ledger").ttl(ttl).acquire().await.unwrap();
+    let kept = b.read_lock("ledger").ttl(ttl).acquire().await.unwrap();
+    let readers = format!("{}:rw:r", lock_key("ledger"));
+    let redis::Value::Array(members) = server.cmd(&["ZRANGE", &readers, "0", "-1"]) else {
+        panic!("ZRANGE answered no array");
+    };
+    assert_eq!(members.len(), 2);
+    // Which member is whose is secret (tokens are): remove one, and see
+    // which guard is told.
+    let redis::Value::BulkString(first) = &members[0] else {
+        panic!("a member that is no string");
+    };
+    let first = String::from_utf8_lossy(first).into_owned();
+    assert_eq!(server.int(&["ZREM", &readers, &first]), 1);
+    let told = tokio::time::timeout(ttl + STALL_ROOM * 2, async {
+        tokio::select! {
+            () = gone.lost() => "a",
+            () = kept.lost() => "b",
+        }
+    })
+    .await
+    .expect("the reader whose lease was removed is told");
+    let (lost, held) = if told == "a" {
+        (gone, kept)
+    } else {
+        (kept, gone)
+    };
+    assert!(!lost.is_held());
+    // The other reader is renewed on, round after round.
+    tokio::time::sleep(ttl).await;
+    assert!(held.is_held(), "the other reader lost its lease too");
+    assert!(
+        !lost.release().await.unwrap(),
+        "a lost read released as held"
+    );
+    assert!(held.release().await.unwrap());
+    assert_eq!(server.int(&["DBSIZE"]), 0, "something of the lock is left");
 }
