@@ -12,7 +12,7 @@ use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 use crate::mode::{self, Mode};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub(crate) struct Complete {
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
+    /// `fair = true`: the fair lock, granted in arrival order.
+    pub(crate) fair: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
@@ -117,6 +119,7 @@ impl LockArgs {
                     .map(|d| args.max_hold = Some(d)),
                 "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
                 "reentrant" => boolean(&value, &label).map(|b| args.reentrant = Some(b)),
+                "fair" => boolean(&value, &label).map(|b| args.fair = Some(b)),
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
@@ -124,8 +127,11 @@ impl LockArgs {
                     .and_then(|lit| on_release_error(&lit))
                     .map(|o| args.on_release_error = Some(o)),
                 "mode" => string(&value, &label)
-                    .and_then(|lit| mode::parse(&lit))
-                    .map(|m| args.mode = Some(m)),
+                    .and_then(|lit| mode::parse(&lit).map(|m| (m, lit.span())))
+                    .map(|(m, span)| {
+                        args.mode = Some(m);
+                        args.mode_span = Some(span);
+                    }),
                 "locker" => {
                     args.locker = Some(value);
                     Ok(())
@@ -153,6 +159,15 @@ impl LockArgs {
                 errors.push(error);
             }
         }
+        // One lock per call: the fair lock has no sides.
+        if args.fair == Some(true)
+            && let Some(span) = args.mode_span
+        {
+            errors.push(syn::Error::new(
+                span,
+                "`mode` takes a side of the read/write lock and `fair = true` takes the fair lock: a call takes one lock; leave one of them out",
+            ));
+        }
         // A `key` that was given but invalid already has its own error.
         if !seen.iter().any(|label| label == "key") {
             errors.push(syn::Error::new(
@@ -172,6 +187,7 @@ impl LockArgs {
             ttl: rest.ttl,
             wait: rest.wait,
             watchdog: rest.watchdog,
+            fair: rest.fair.unwrap_or(false),
             on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
             on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
@@ -189,11 +205,14 @@ struct Partial {
     ttl: Option<DurationArg>,
     wait: Option<DurationArg>,
     watchdog: Option<bool>,
+    fair: Option<bool>,
     on_lost: Option<OnLost>,
     on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
     max_hold: Option<DurationArg>,
     mode: Option<Mode>,
+    /// Where `mode` was set, for a mistake that involves it.
+    mode_span: Option<Span>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }

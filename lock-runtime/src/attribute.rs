@@ -28,6 +28,8 @@ pub struct Options {
     pub wait: Option<Duration>,
     /// `watchdog = ..`.
     pub watchdog: bool,
+    /// `fair = ..`: the fair lock rather than the exclusive one.
+    pub fair: bool,
     /// `on_lost = ".."`.
     pub on_lost: OnLost,
     /// `on_release_error = ".."`.
@@ -72,7 +74,7 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
-    if let Some(holder) = held_by_this_task(locker.core(), &key, options.mode.nests_under()) {
+    if let Some(holder) = held_by_this_task(locker.core(), &key, options.nests_under()) {
         if let Some(refused) = options.mode.refused_under(holder.kind, &key) {
             return Err(refused);
         }
@@ -87,7 +89,7 @@ pub async fn run_locked<F: Future>(
         nested: nested.clone(),
         host: locker.core().host.clone(),
     };
-    let kind = options.mode.kind();
+    let kind = options.kind();
     let outcome = run_body(&locker, kind, &handle, options.on_lost, nested, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
     // nested call's step.

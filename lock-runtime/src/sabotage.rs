@@ -22,6 +22,9 @@ pub(crate) enum Sabotage {
     /// is dropped without a word, and a body's end does not check its
     /// lease: a holder that was frozen finishes its stale work untold.
     SilentAfterStall,
+    /// A fair lock's release hands the lock to the newest live waiter
+    /// instead of the oldest: a grant overtakes the line.
+    LifoLine,
 }
 
 /// The defect this process was started with, if any.
@@ -32,6 +35,7 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("blind-release") => Some(Sabotage::BlindRelease),
         Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
         Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
+        Ok("lifo-line") => Some(Sabotage::LifoLine),
         _ => None,
     })
 }

@@ -19,6 +19,7 @@ use std::future::Future;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use lock_bench::fair::FairContender;
 use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
@@ -165,6 +166,8 @@ enum Implementation {
     /// Raw code with its connection driven from a thread of its own.
     RawOwnThread,
     Rslock,
+    /// The project's fair lock (the handoff only).
+    Fair,
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
     MacroPair,
@@ -183,6 +186,7 @@ impl Implementation {
             Self::Raw => "raw".to_owned(),
             Self::RawOwnThread => "raw_own_thread".to_owned(),
             Self::Rslock => "rslock".to_owned(),
+            Self::Fair => "fair".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
             Self::ReadWrite(side) => side.name().to_owned(),
         }
@@ -212,6 +216,7 @@ impl Implementation {
                 all.extend(Self::READ_WRITE);
                 all
             }
+            HANDOFF => vec![Self::Project(None), Self::Fair, Self::Raw, Self::Rslock],
             _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
         }
     }
@@ -341,6 +346,13 @@ async fn run_one(
         Implementation::ReadWrite(side) => {
             let connect = || ReadWriteContender::connect(url, side);
             drive(scenario, connect, context, LockConfig::DEFAULT_POOL_SIZE)
+                .await
+                .map(single)
+        }
+        Implementation::Fair => {
+            let connect = || FairContender::connect(url);
+            let connections = LockConfig::DEFAULT_POOL_SIZE;
+            drive(scenario, connect, context, connections)
                 .await
                 .map(single)
         }

@@ -1,12 +1,14 @@
-//! `mode = ".."` at run time: which lock an annotated call takes (the
-//! exclusive lock, or a side of the read/write lock), the guard it holds
-//! while its body runs, and which enclosing holds a nested call runs under.
+//! `mode = ".."` and `fair = ..` at run time: which lock an annotated call
+//! takes (the exclusive lock, the fair lock, or a side of the read/write
+//! lock), the guard it holds while its body runs, and which enclosing
+//! holds a nested call runs under.
 
 use super::Options;
 use crate::engine::handle::LockHandle;
 use crate::error::LockError;
 use crate::locker::Locker;
 use crate::primitive::exclusive::guard::LockGuard;
+use crate::primitive::fair::guard::FairGuard;
 use crate::primitive::read_write::guard::{ReadGuard, WriteGuard};
 
 /// The lock an annotated call takes (`mode = ".."`).
@@ -22,6 +24,7 @@ pub enum Mode {
 
 /// A frame's kind (see [`crate::engine::reentrancy::Frame`]) for each mode.
 const LOCK: &str = "lock";
+const FAIR: &str = "fair";
 const READ: &str = "read";
 const WRITE: &str = "write";
 
@@ -55,9 +58,27 @@ impl Mode {
     }
 }
 
+impl Options {
+    /// The kind of the frame a holding call pushes.
+    pub(super) fn kind(&self) -> &'static str {
+        if self.fair { FAIR } else { self.mode.kind() }
+    }
+
+    /// The kinds of enclosing holds of the same key this call does not
+    /// acquire under (see [`Mode::nests_under`]).
+    pub(super) fn nests_under(&self) -> &'static [&'static str] {
+        if self.fair {
+            &[FAIR]
+        } else {
+            self.mode.nests_under()
+        }
+    }
+}
+
 /// The guard a holding call keeps while its body runs.
 pub(super) enum BodyGuard {
     Lock(LockGuard),
+    Fair(FairGuard),
     Read(ReadGuard),
     Write(WriteGuard),
 }
@@ -66,6 +87,7 @@ impl BodyGuard {
     pub(super) fn handle(&self) -> LockHandle {
         match self {
             BodyGuard::Lock(guard) => guard.handle(),
+            BodyGuard::Fair(guard) => guard.handle(),
             BodyGuard::Read(guard) => guard.handle(),
             BodyGuard::Write(guard) => guard.handle(),
         }
@@ -74,6 +96,7 @@ impl BodyGuard {
     pub(super) fn key(&self) -> &str {
         match self {
             BodyGuard::Lock(guard) => guard.key(),
+            BodyGuard::Fair(guard) => guard.key(),
             BodyGuard::Read(guard) => guard.key(),
             BodyGuard::Write(guard) => guard.key(),
         }
@@ -82,6 +105,7 @@ impl BodyGuard {
     pub(super) async fn release(self) -> Result<bool, LockError> {
         match self {
             BodyGuard::Lock(guard) => guard.release().await,
+            BodyGuard::Fair(guard) => guard.release().await,
             BodyGuard::Read(guard) => guard.release().await,
             BodyGuard::Write(guard) => guard.release().await,
         }
@@ -108,12 +132,17 @@ macro_rules! with_options {
     }};
 }
 
-/// Takes the lock `options.mode` names for `key`.
+/// Takes the lock the options name for `key` (the macro refuses `fair`
+/// with a `mode`).
 pub(super) async fn acquire(
     locker: &Locker,
     key: String,
     options: &Options,
 ) -> Result<BodyGuard, LockError> {
+    if options.fair {
+        let request = with_options!(locker.fair_lock(key), options);
+        return Ok(BodyGuard::Fair(request.acquire().await?));
+    }
     Ok(match options.mode {
         Mode::Exclusive => {
             BodyGuard::Lock(with_options!(locker.lock(key), options).acquire().await?)

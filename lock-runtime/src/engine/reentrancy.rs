@@ -249,7 +249,8 @@ pub fn current() -> Option<LockHandle> {
 }
 
 /// The innermost call of this task that holds `key` through `locker`, as
-/// a lock of one of `kinds`.
+/// a lock of one of `kinds` (as the caller names kinds: the exclusive
+/// lock, the fair lock, a read, a write).
 pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Frame> {
     let id = core.identity();
     HELD.try_with(|held| {

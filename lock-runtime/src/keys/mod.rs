@@ -47,7 +47,7 @@ const UP_MARK: &str = "up-for";
 /// for (or a primitive's own, `<prefix>{<escaped name>}:rw:r:released`);
 /// None for any other channel.
 pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
-    hash_tag::name_in(channel.strip_suffix(CHANNEL_SUFFIX)?)
+    hash_tag::resource_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
 }
 
 impl LockKeys {

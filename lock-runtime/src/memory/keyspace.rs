@@ -338,8 +338,8 @@ impl Keyspace {
             .collect()
     }
 
-    /// Every live key, of any type, in no order.
-    pub(crate) fn live_keys(&self) -> Vec<String> {
+    /// Every live key, of any kind.
+    pub(crate) fn live_keys(&mut self) -> Vec<String> {
         let now = self.now;
         self.entries
             .iter()
