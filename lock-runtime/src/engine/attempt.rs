@@ -375,9 +375,16 @@ impl<P: Primitive> Attempt<P> {
                 return Err(self.timeout(started));
             }
             if self.listen(left).await {
-                // Subscribed just now: try again at once, as a release
-                // between the try and the subscription went unheard.
-                continue;
+                // Subscribed just now: a release between the try and the
+                // subscription went unheard. Where releases hand the lock
+                // over, one handed to this waiter took its place: the
+                // place's renewal, due at once (in one batch with every
+                // waiter that subscribed with it), finds out, and a place
+                // found gone is a try (see `sleep`). Elsewhere, try again.
+                let confirmed = self.listening().is_some_and(|l| l.confirmed);
+                if !(P::HANDS_OVER && confirmed && self.renew_place_now()) {
+                    continue;
+                }
             }
             let listening = self.listening().is_some_and(|l| l.confirmed);
             // Listening for the release: wait for its message, the end of
@@ -725,13 +732,35 @@ impl<P: Primitive> Attempt<P> {
     /// (see [`Primitive::place`]), unless one is kept already: a lease the
     /// watchdog renews while the attempt waits.
     fn keep_place(&mut self, sent_at: Instant) {
-        let Some(place) = self.primitive.place() else {
-            return;
-        };
         let kept = self.place.as_ref();
         if kept.is_some_and(|(lease, _)| lease.state() == LeaseState::Held) {
             return;
         }
+        self.watch_place(sent_at, false);
+    }
+
+    /// Renews the place this attempt keeps at once, as a lease confirmed
+    /// when it last was; false when it keeps none.
+    fn renew_place_now(&mut self) -> bool {
+        let Some((lease, _)) = self.place.as_ref() else {
+            return false;
+        };
+        if lease.state() != LeaseState::Held {
+            return false;
+        }
+        let confirmed = lease.confirmed_at();
+        // The old watch ends as the new one starts: one renewal schedule.
+        self.watch_place(confirmed, true);
+        true
+    }
+
+    /// Watches a place whose token's request was sent at `sent_at`,
+    /// renewed `at_once` or after a renewal interval, in place of any
+    /// place kept before.
+    fn watch_place(&mut self, sent_at: Instant, at_once: bool) {
+        let Some(place) = self.primitive.place() else {
+            return;
+        };
         let core = &self.core;
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
@@ -748,7 +777,7 @@ impl<P: Primitive> Attempt<P> {
             clock: core.clock(),
             max_hold: None,
             labels: self.labels(),
-            first_lease: None,
+            first_lease: at_once.then_some(place.ttl),
         }));
         let watched = core.watchdog.watch(lease.clone(), true, sent_at, None);
         self.place = Some((lease, watched));

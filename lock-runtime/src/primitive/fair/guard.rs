@@ -59,11 +59,12 @@ impl FairGuard {
     }
 
     /// When the server first saw this holder wait in line, in µs since
-    /// the Unix epoch on the server's clock; None when its first try took
-    /// the lock. Grants follow these: no holder with a later arrival was
-    /// granted the lock while this one waited (one whose place ran out,
-    /// a process stalled longer than its place's lease, comes back with a
-    /// new arrival).
+    /// the Unix epoch on the server's clock; None when it took the lock
+    /// without waiting in line (at its first try, or at a try after its
+    /// place ran out with nobody alive in line before it). Grants follow
+    /// these: no holder with a later arrival was granted the lock while
+    /// this one waited (one whose place ran out, a process stalled longer
+    /// than its place's lease, waits again with a new arrival).
     pub fn arrival(&self) -> Option<u64> {
         self.hold.primitive().arrival()
     }

@@ -303,9 +303,19 @@ impl Fair {
     /// `{0, pttl, 1, arrival}`, keeping the arrival.
     fn read_acquire(&self, answer: &[i64]) -> AcquireReply {
         match *answer {
-            [1, fence, ..] => AcquireReply::Acquired {
-                fence: u64::try_from(fence).unwrap_or(0),
-            },
+            [1, fence, ..] => {
+                // Granted at its try: in line (its arrival), or with
+                // nobody alive in line before it (0: it did not wait). A
+                // lock found its own (handed over) keeps the arrival its
+                // wait had.
+                if let Some(&arrival) = answer.get(2) {
+                    let arrival = u64::try_from(arrival).unwrap_or(0);
+                    self.arrival.store(arrival, Ordering::Relaxed);
+                }
+                AcquireReply::Acquired {
+                    fence: u64::try_from(fence).unwrap_or(0),
+                }
+            }
             [_, pttl, placed, ..] => {
                 if let Some(&arrival) = answer.get(3) {
                     let arrival = u64::try_from(arrival).unwrap_or(0);

@@ -108,9 +108,16 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     }
     let first = first_alive(keys, line, now, false);
     if held.is_none() && first.as_ref().is_none_or(|(first, _)| first == token) {
+        // Its arrival as the first in line; 0 when nobody alive waited.
+        let arrived = match first {
+            Some(_) => keys
+                .zscore(line, &arrival(token))
+                .map_or(0, |arrived| arrived + ARRIVALS_BELOW),
+            None => 0,
+        };
         keys.set_nx_px(lock, token.to_owned(), ttl_ms);
         leave(keys, line, token);
-        return Ok(Value::Array(vec![int(1), int(fence)]));
+        return Ok(Value::Array(vec![int(1), int(fence), int(arrived)]));
     }
     let mut left = keys.pttl(lock);
     if left < 0
@@ -296,6 +303,32 @@ mod tests {
         let again = try_as(&mut keys, "t2", true);
         assert!(again[3] > kept[3], "{again:?} came back ahead of {kept:?}");
         assert!(again[3] > stalled[3]);
+    }
+
+    #[test]
+    fn a_grant_at_a_try_says_whether_it_waited_in_line() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        keys.begin(start, None);
+        try_as(&mut keys, "t1", true);
+        let waited = try_as(&mut keys, "t2", true);
+        // The owner's lock expires unreleased; t2, first in line, takes it.
+        keys.del("l:{a}:fair");
+        let taken = try_as(&mut keys, "t2", true);
+        assert_eq!(taken[..1], [1]);
+        assert_eq!(taken[2], waited[3], "granted by its arrival");
+        assert_eq!(release_as(&mut keys, "t2", taken[1]), 1);
+        // t3 waits behind t1, its place runs out, and nobody else waits:
+        // its try takes the lock as if it had never waited.
+        let mut keys = Keyspace::default();
+        keys.begin(start, None);
+        let owner = try_as(&mut keys, "t1", true);
+        try_as(&mut keys, "t3", true);
+        keys.begin(start + Duration::from_millis(400), None);
+        assert_eq!(release_as(&mut keys, "t1", owner[1]), 1);
+        let late = try_as(&mut keys, "t3", true);
+        assert_eq!(late[..1], [1]);
+        assert_eq!(late[2], 0, "its place had run out: {late:?}");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 -- KEYS[1] lock, KEYS[2] line; ARGV[1] owner token, ARGV[2] ttl in ms,
 -- ARGV[3] a place's lease in ms, ARGV[4] `1` to wait in line (`0`: a
 -- single try, which takes no place).
--- Returns {1, fence} when granted, else {0, ms until the lease it waits
--- for ends, 0} for a single try, or {0, that, 1, its arrival in µs} for a
--- caller that holds a place.
+-- Returns {1, fence} when it finds the lock its own (handed over, or a
+-- retry), {1, fence, its arrival in µs, or 0 when nobody alive waited}
+-- when it takes the lock, else {0, ms until the lease it waits for ends,
+-- 0} for a single try, or {0, that, 1, its arrival in µs} for a caller
+-- that holds a place.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local fence = tonumber(time[1] .. string.format('%06d', time[2]))
@@ -38,9 +40,15 @@ if held == token then
 end
 local first = first_alive()
 if not held and (not first or first == token) then
+    -- Its arrival when it took the lock as the first in line; 0 when
+    -- nobody alive waited (its own place, if any, ran out).
+    local arrived = 0
+    if first == token then
+        arrived = tonumber(redis.call('ZSCORE', KEYS[2], token .. '<')) + 1e16
+    end
     redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
     redis.call('ZREM', KEYS[2], token .. '<', token)
-    return {1, fence}
+    return {1, fence, arrived}
 end
 -- Not its turn: the lease it waits for is the owner's, or (the lock free,
 -- its first waiter yet to take it) that waiter's place.

@@ -35,7 +35,8 @@ use crate::backend::script::LuaScript;
 
 /// Takes the lock when it is free and the caller is first in line, or
 /// keeps the caller's place (see `acquire.lua`). Returns `{1, fence}`
-/// when granted, else `{0, pttl, placed}`.
+/// or `{1, fence, arrival}` when granted, else `{0, pttl, placed}` or
+/// `{0, pttl, 1, arrival}`.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::with_twin(include_str!("acquire.lua"), twins::acquire));
 
