@@ -25,6 +25,7 @@ pub mod plan;
 pub mod project;
 pub mod ratios;
 pub mod raw;
+pub mod read_write;
 pub mod report;
 pub mod results;
 pub mod samples;

@@ -72,8 +72,22 @@ fn stock_rejects_a_bad_flag() {
     );
 }
 
-const EXAMPLES: [&str; 4] = [
+#[test]
+fn catalog_readers_share_and_never_see_a_write_half_done() {
+    let server = RedisServer::start();
+    let output = run(env!("CARGO_BIN_EXE_catalog"), &[], &server);
+    assert!(output.status.success(), "{}", explain(&output));
+    let last = last_line(&output);
+    assert!(
+        last.starts_with("result: reads=") && last.ends_with("torn_reads=0"),
+        "{}",
+        explain(&output)
+    );
+}
+
+const EXAMPLES: [&str; 5] = [
     env!("CARGO_BIN_EXE_stock"),
+    env!("CARGO_BIN_EXE_catalog"),
     env!("CARGO_BIN_EXE_http_service"),
     env!("CARGO_BIN_EXE_http_load"),
     env!("CARGO_BIN_EXE_watchdog"),

@@ -10,8 +10,9 @@ use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token};
 use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
+use crate::mode::{self, Mode};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `locker` and `crate`";
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,7 @@ pub(crate) struct Complete {
     pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
     pub(crate) max_hold: Option<DurationArg>,
+    pub(crate) mode: Mode,
     pub(crate) locker: Option<Expr>,
     pub(crate) krate: Option<Path>,
 }
@@ -124,6 +126,12 @@ impl LockArgs {
                 "on_release_error" => string(&value, &label)
                     .and_then(|lit| on_release_error(&lit))
                     .map(|o| args.on_release_error = Some(o)),
+                "mode" => string(&value, &label)
+                    .and_then(|lit| mode::parse(&lit).map(|m| (m, lit.span())))
+                    .map(|(m, span)| {
+                        args.mode = Some(m);
+                        args.mode_span = Some(span);
+                    }),
                 "locker" => {
                     args.locker = Some(value);
                     Ok(())
@@ -151,6 +159,15 @@ impl LockArgs {
                 errors.push(error);
             }
         }
+        // One lock per call: the fair lock has no sides.
+        if args.fair == Some(true)
+            && let Some(span) = args.mode_span
+        {
+            errors.push(syn::Error::new(
+                span,
+                "`mode` takes a side of the read/write lock and `fair = true` takes the fair lock: a call takes one lock; leave one of them out",
+            ));
+        }
         // A `key` that was given but invalid already has its own error.
         if !seen.iter().any(|label| label == "key") {
             errors.push(syn::Error::new(
@@ -175,6 +192,7 @@ impl LockArgs {
             on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
             max_hold: rest.max_hold,
+            mode: rest.mode.unwrap_or(Mode::Exclusive),
             locker: rest.locker,
             krate: rest.krate,
         })
@@ -192,6 +210,9 @@ struct Partial {
     on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
     max_hold: Option<DurationArg>,
+    mode: Option<Mode>,
+    /// Where `mode` was set, for a mistake that involves it.
+    mode_span: Option<Span>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }
@@ -238,6 +259,7 @@ fn example(name: &str) -> &'static str {
         "on_lost" => "`on_lost = \"cancel\"`",
         "on_release_error" => "`on_release_error = \"fail\"`",
         "max_hold" => "`max_hold = \"5m\"`",
+        "mode" => "`mode = \"read\"`",
         _ => "`crate = \"my_lock_runtime\"`",
     }
 }

@@ -224,6 +224,7 @@ fn locked(
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Continue => quote!(#private::OnLost::Continue),
     };
+    let mode = crate::mode::tokens(args.mode, &private);
     let on_release_error = match args.on_release_error {
         OnReleaseError::Warn => quote!(#private::OnReleaseError::Warn),
         OnReleaseError::Fail => quote!(#private::OnReleaseError::Fail),
@@ -271,6 +272,7 @@ fn locked(
                 on_release_error: #on_release_error,
                 reentrant: #reentrant,
                 max_hold: #max_hold,
+                mode: #mode,
                 template: #template,
             },
             #body_future,

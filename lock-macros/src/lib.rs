@@ -6,6 +6,7 @@ mod duration;
 mod errors;
 mod expand;
 mod key_template;
+mod mode;
 mod shape;
 mod valid;
 
@@ -108,6 +109,7 @@ use proc_macro::TokenStream;
 /// | `on_release_error = "warn"` | `"warn"` | when the release after the body fails (the lock then stays until its lease ends): `"warn"` returns the body's output, logs the failure and counts it (`LockerStats::release_errors`, `lock_release_errors_total`), since what the body did took effect and a caller told otherwise might run it again; `"fail"` returns `Err(LockError::ReleaseFailed)` instead |
 /// | `reentrant = true` | `true` | nesting as above; `false` makes a nested call fail at once with `LockError::HeldByThisTask` |
 /// | `max_hold = "5m"` | none | the longest the lock may be held: then it is no longer renewed, the body is stopped with `LockError::HoldCapExceeded` (told and left to run under `on_lost = "continue"`), and the lock is given back |
+/// | `mode = "read"` | none: the exclusive lock | `"read"` or `"write"`: that side of the read/write lock of the key (`Locker::read_lock`, `Locker::write_lock`), another lock than the exclusive lock of the same name. Readers run beside each other, a writer alone, and a waiting writer goes first. Nested in a holder of the same key: a read runs under a read or a write, a write under a write; a write nested in a read fails at once with `LockError::UpgradeRefused` (a read is never upgraded). Not on Redlock (`LockError::Config`) |
 /// | `locker = expr` | the global locker (`lock_runtime::init`) | a `Locker` (`self.locker`, a parameter, `shop.locker` of an extractor's binding) or a static `OnceLock<Locker>` |
 /// | `crate = "path"` | `lock_runtime` | where the runtime crate is, if renamed |
 ///
@@ -117,7 +119,8 @@ use proc_macro::TokenStream;
 /// placeholder (naming the parameters that exist), an unclosed `<`, a bad
 /// duration, a zero ttl, an unknown or repeated argument, a missing `key`, a
 /// value of the wrong type, an `on_lost` other than `"cancel"`/`"continue"`
-/// (or an `on_release_error` other than `"warn"`/`"fail"`),
+/// (or an `on_release_error` other than `"warn"`/`"fail"`, a `mode` other
+/// than `"read"`/`"write"`, or a `mode` beside `fair = true`),
 /// a non-async fn, a return type that is not a `Result` (at the return
 /// type), an error type without `From<LockError>` (at the error type), the
 /// attribute on something that is not a function. The original item is

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
-use crate::engine::primitive::Primitive;
 use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
-use crate::primitive::exclusive::Exclusive;
-use crate::primitive::exclusive::guard::LockGuard;
-use crate::primitive::fair::Fair;
-use crate::primitive::fair::guard::FairGuard;
+
+mod mode;
+
+use self::mode::BodyGuard;
+pub use self::mode::Mode;
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +39,8 @@ pub struct Options {
     pub reentrant: bool,
     /// `max_hold = ".."`.
     pub max_hold: Option<Duration>,
+    /// `mode = ".."`: the exclusive lock, or a side of the read/write lock.
+    pub mode: Mode,
     /// The key template as written (`"stock:<sku>"`): the bounded name of
     /// the lock in metrics and traces.
     pub template: &'static str,
@@ -72,10 +74,13 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
-    if let Some(holder) = held_by_this_task(locker.core(), &key, options.primitive()) {
+    if let Some(holder) = held_by_this_task(locker.core(), &key, options.nests_under()) {
+        if let Some(refused) = options.mode.refused_under(holder.kind, &key) {
+            return Err(refused);
+        }
         return run_nested(&locker, key, holder, options, body).await;
     }
-    let guard = BodyGuard::acquire(&locker, key, &options).await?;
+    let guard = mode::acquire(&locker, key, &options).await?;
     let handle = guard.handle();
     let key = guard.key().to_owned();
     let nested = Nested::new();
@@ -84,7 +89,8 @@ pub async fn run_locked<F: Future>(
         nested: nested.clone(),
         host: locker.core().host.clone(),
     };
-    let outcome = run_body(&locker, &handle, options.on_lost, nested, body).await;
+    let kind = options.kind();
+    let outcome = run_body(&locker, kind, &handle, options.on_lost, nested, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
     // nested call's step.
     if let Some(guard) = held.into_guard() {
@@ -105,80 +111,6 @@ pub async fn run_locked<F: Future>(
         }
     }
     outcome.ok_or_else(|| lost(&handle, key))
-}
-
-impl Options {
-    /// The name of the primitive the call takes (as in metrics): a call
-    /// nested in one holding the same key of the same primitive runs under
-    /// its lock.
-    fn primitive(&self) -> &'static str {
-        if self.fair {
-            Fair::NAME
-        } else {
-            Exclusive::NAME
-        }
-    }
-}
-
-/// The guard an annotated call holds while its body runs.
-enum BodyGuard {
-    Exclusive(LockGuard),
-    Fair(FairGuard),
-}
-
-/// Sets the attribute's options on a request of any primitive (they share
-/// their builder methods).
-macro_rules! configured {
-    ($request:expr, $options:expr) => {{
-        let options = $options;
-        let mut request = $request
-            .watchdog(options.watchdog)
-            .template(options.template);
-        if let Some(ttl) = options.ttl {
-            request = request.ttl(ttl);
-        }
-        if let Some(wait) = options.wait {
-            request = request.wait(wait);
-        }
-        if let Some(cap) = options.max_hold {
-            request = request.max_hold(cap);
-        }
-        request
-    }};
-}
-
-impl BodyGuard {
-    /// Takes the lock the options name.
-    async fn acquire(locker: &Locker, key: String, options: &Options) -> Result<Self, LockError> {
-        if options.fair {
-            let request = configured!(locker.fair_lock(key), options);
-            Ok(Self::Fair(request.acquire().await?))
-        } else {
-            let request = configured!(locker.lock(key), options);
-            Ok(Self::Exclusive(request.acquire().await?))
-        }
-    }
-
-    fn handle(&self) -> LockHandle {
-        match self {
-            Self::Exclusive(guard) => guard.handle(),
-            Self::Fair(guard) => guard.handle(),
-        }
-    }
-
-    fn key(&self) -> &str {
-        match self {
-            Self::Exclusive(guard) => guard.key(),
-            Self::Fair(guard) => guard.key(),
-        }
-    }
-
-    async fn release(self) -> Result<bool, LockError> {
-        match self {
-            Self::Exclusive(guard) => guard.release().await,
-            Self::Fair(guard) => guard.release().await,
-        }
-    }
 }
 
 /// The guard of a holding call, until its body ended and the call releases
@@ -281,6 +213,7 @@ async fn run_nested<F: Future>(
     // polled again, so that calls nested in it stop too.
     let running = run_body(
         locker,
+        holder.kind,
         &holder.handle,
         options.on_lost,
         Nested::nested_in(nested),
@@ -299,13 +232,14 @@ async fn run_nested<F: Future>(
         .await
 }
 
-/// Runs `body` as a call holding `handle`, with `nested` for the calls
+/// Runs `body` as a call holding `handle`, a lock of `kind`, with `nested` for the calls
 /// nested in it: `None` when the lock was lost
 /// and `on_lost = "cancel"` (cancelled, or finished after the lease ran
 /// out: a process paused past its lease can finish before the watchdog
 /// runs again, and the local validity check catches that).
 async fn run_body<F: Future>(
     locker: &Locker,
+    kind: &'static str,
     handle: &LockHandle,
     on_lost: OnLost,
     nested: Arc<Nested>,
@@ -319,6 +253,7 @@ async fn run_body<F: Future>(
     let output = tracing::Instrument::instrument(
         holding(
             locker.core(),
+            kind,
             handle.clone(),
             nested,
             lost::guarded(handle.lease(), on_lost, body),

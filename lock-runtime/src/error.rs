@@ -105,6 +105,18 @@ pub enum LockError {
         key: String,
     },
 
+    /// A write lock asked by a task that holds a read of the same lock
+    /// through the same locker: a read is never upgraded. Two readers
+    /// upgrading would each wait for the other's read to end, forever;
+    /// release the read first, or take the write from the start.
+    #[error(
+        "lock `{key}`: this task holds it for reading, and a read is never upgraded to a write (two upgrading readers would wait for each other forever); release the read lock first, or take the write lock from the start"
+    )]
+    UpgradeRefused {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+    },
+
     /// The body of a `#[distributed_lock(on_release_error = "fail")]`
     /// function ran to its end, but releasing its lock then failed (the
     /// server did not answer in time, or refused): the lock stays held
@@ -145,7 +157,8 @@ impl From<LockError> for std::io::Error {
             LockError::Config(_) => ErrorKind::InvalidInput,
             LockError::NotInitialized
             | LockError::AlreadyInitialized
-            | LockError::HeldByThisTask { .. } => ErrorKind::Other,
+            | LockError::HeldByThisTask { .. }
+            | LockError::UpgradeRefused { .. } => ErrorKind::Other,
             LockError::Redis(redis) if redis.is_timeout() => ErrorKind::TimedOut,
             LockError::ReleaseFailed { .. } => ErrorKind::Other,
             LockError::Redis(_)

@@ -107,6 +107,8 @@ pub use primitive::exclusive::inspect::LockInfo;
 pub use primitive::exclusive::request::LockRequest;
 pub use primitive::fair::guard::FairGuard;
 pub use primitive::fair::request::FairLockRequest;
+pub use primitive::read_write::guard::{ReadGuard, WriteGuard};
+pub use primitive::read_write::request::{ReadLockRequest, WriteLockRequest};
 
 /// The guide: how the library works, what it guarantees, each deployment,
 /// operations, testing, and the chaos suite that checks it. The same pages

@@ -263,6 +263,58 @@ impl Site {
         }
     }
 
+    /// How many lockers listen on the channel of lock `name` that ends in
+    /// `suffix` (`:released` for the exclusive lock's; a primitive's own
+    /// otherwise): subscribed connections on the server where a release
+    /// publishes it, or, on the in-memory store, waiters for lock `name`
+    /// on any of its channels.
+    pub fn listeners(&self, name: &str, suffix: &str) -> i64 {
+        match (&self.store, self.servers) {
+            (Some(store), _) => i64::try_from(store.waiting(name)).unwrap_or(i64::MAX),
+            (None, Some(servers)) => {
+                let channel = format!("{}{suffix}", self.key(name));
+                let numsub = |server: &RedisServer, command: &str| -> i64 {
+                    match server.cmd(&["PUBSUB", command, &channel]) {
+                        redis::Value::Array(reply) => match reply.get(1) {
+                            Some(redis::Value::Int(n)) => *n,
+                            _ => 0,
+                        },
+                        _ => 0,
+                    }
+                };
+                match servers {
+                    Servers::Cluster(cluster) => {
+                        let node = &cluster.nodes()[cluster.node_for_key(&channel)];
+                        numsub(node, "SHARDNUMSUB")
+                    }
+                    other => other
+                        .holding(&channel)
+                        .iter()
+                        .map(|server| numsub(server, "NUMSUB"))
+                        .sum(),
+                }
+            }
+            (None, None) => unreachable!("a site has a store or servers"),
+        }
+    }
+
+    /// Whether any key of lock `name` followed by one of `suffixes` is
+    /// left where it would be stored (on the in-memory store: any key of
+    /// lock `name`, of any kind).
+    pub fn keeps_any(&self, name: &str, suffixes: &[&str]) -> bool {
+        match (&self.store, self.servers) {
+            (Some(store), _) => !store.keys_of(name).is_empty(),
+            (None, Some(servers)) => suffixes.iter().any(|suffix| {
+                let key = format!("{}{suffix}", self.key(name));
+                servers
+                    .holding(&key)
+                    .iter()
+                    .any(|server| crate::fixtures::exists(server, &key))
+            }),
+            (None, None) => unreachable!("a site has a store or servers"),
+        }
+    }
+
     /// Whether anything of lock `name` is left where it would be stored.
     pub fn exists(&self, name: &str) -> bool {
         match (&self.store, self.servers) {

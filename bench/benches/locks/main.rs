@@ -23,6 +23,7 @@ use lock_bench::fair::FairContender;
 use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
+use lock_bench::read_write::{ReadWriteContender, Side};
 use lock_bench::scenarios::macro_overhead::{self, Variant};
 use lock_bench::scenarios::{
     HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
@@ -170,9 +171,14 @@ enum Implementation {
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
     MacroPair,
+    /// The project's read/write lock, each pair taking this side.
+    ReadWrite(Side),
 }
 
 impl Implementation {
+    /// The read/write lock's rows, beside the exclusive lock's.
+    const READ_WRITE: [Self; 2] = [Self::ReadWrite(Side::Read), Self::ReadWrite(Side::Write)];
+
     fn name(self) -> String {
         match self {
             Self::Project(None) => "project".to_owned(),
@@ -182,6 +188,7 @@ impl Implementation {
             Self::Rslock => "rslock".to_owned(),
             Self::Fair => "fair".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
+            Self::ReadWrite(side) => side.name().to_owned(),
         }
     }
 
@@ -201,6 +208,12 @@ impl Implementation {
                         .map(|&size| Self::Project(Some(size))),
                 );
                 all.extend([Self::Raw, Self::RawOwnThread, Self::Rslock]);
+                all.extend(Self::READ_WRITE);
+                all
+            }
+            UNCONTENDED_PAIR => {
+                let mut all = vec![Self::Project(None), Self::Raw, Self::Rslock];
+                all.extend(Self::READ_WRITE);
                 all
             }
             HANDOFF => vec![Self::Project(None), Self::Fair, Self::Raw, Self::Rslock],
@@ -329,6 +342,12 @@ async fn run_one(
         Implementation::Rslock => {
             let connect = || RslockContender::connect(urls);
             drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::ReadWrite(side) => {
+            let connect = || ReadWriteContender::connect(url, side);
+            drive(scenario, connect, context, LockConfig::DEFAULT_POOL_SIZE)
+                .await
+                .map(single)
         }
         Implementation::Fair => {
             let connect = || FairContender::connect(url);

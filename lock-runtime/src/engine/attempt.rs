@@ -888,6 +888,7 @@ impl<P: Primitive> Attempt<P> {
             self.primitive.clone(),
             self.landing.take(),
             watched,
+            self.plan.renews,
         )
     }
 }

@@ -7,6 +7,7 @@
 //! mean.
 
 pub(crate) mod attempt;
+pub(crate) mod convert;
 pub(crate) mod core;
 pub(crate) mod fence;
 pub(crate) mod handle;

@@ -43,6 +43,10 @@ struct HeldLocks(Arc<Vec<Frame>>);
 #[derive(Clone)]
 pub(crate) struct Frame {
     locker: usize,
+    /// Which lock of the key it holds, as the caller names kinds (the
+    /// exclusive lock, a read, a write): locks of one name but of
+    /// different kinds are different locks.
+    pub(crate) kind: &'static str,
     pub(crate) handle: LockHandle,
     /// What the call shares with the calls nested directly in it.
     pub(crate) nested: Arc<Nested>,
@@ -244,18 +248,17 @@ pub fn current() -> Option<LockHandle> {
         .flatten()
 }
 
-/// The innermost call of this task that holds `key` of `primitive` (its
-/// name, as in metrics) through `locker`.
-pub(crate) fn held_by_this_task(core: &Core, key: &str, primitive: &str) -> Option<Frame> {
+/// The innermost call of this task that holds `key` through `locker`, as
+/// a lock of one of `kinds` (as the caller names kinds: the exclusive
+/// lock, the fair lock, a read, a write).
+pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Frame> {
     let id = core.identity();
     HELD.try_with(|held| {
         held.0
             .iter()
             .rev()
             .find(|frame| {
-                frame.locker == id
-                    && frame.handle.key() == key
-                    && frame.handle.lease().labels.primitive == primitive
+                frame.locker == id && frame.handle.key() == key && kinds.contains(&frame.kind)
             })
             .cloned()
     })
@@ -263,10 +266,11 @@ pub(crate) fn held_by_this_task(core: &Core, key: &str, primitive: &str) -> Opti
     .flatten()
 }
 
-/// Runs `body` as a call holding `handle` (a new frame, with `nested`, its
-/// own turns for the calls nested in it).
+/// Runs `body` as a call holding `handle`, a lock of `kind` (a new frame,
+/// with `nested`, its own turns for the calls nested in it).
 pub(crate) async fn holding<F: Future>(
     core: &Core,
+    kind: &'static str,
     handle: LockHandle,
     nested: Arc<Nested>,
     body: F,
@@ -277,6 +281,7 @@ pub(crate) async fn holding<F: Future>(
     let _end = EndOnDrop(nested.clone());
     held.push(Frame {
         locker: core.identity(),
+        kind,
         handle,
         nested: nested.clone(),
     });

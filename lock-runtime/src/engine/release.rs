@@ -38,6 +38,9 @@ pub(crate) struct Hold<P: Primitive> {
     /// line tries once the release is done, or as soon as the lease is
     /// lost.
     watched: Option<Watched>,
+    /// The watchdog renews the lease (a hold it becomes is renewed too,
+    /// see [`crate::engine::convert`]).
+    renews: bool,
     released: bool,
     /// `release()` began, and may have let go of the hold before it was
     /// cut or failed: the drop's release then finds it gone for that
@@ -52,6 +55,7 @@ impl<P: Primitive> Hold<P> {
         primitive: P,
         landing: Option<Landing>,
         watched: Watched,
+        renews: bool,
     ) -> Self {
         Self {
             handle: LockHandle::new(lease),
@@ -59,6 +63,7 @@ impl<P: Primitive> Hold<P> {
             primitive,
             landing,
             watched: Some(watched),
+            renews,
             released: false,
             release_began: false,
         }
@@ -78,6 +83,37 @@ impl<P: Primitive> Hold<P> {
         self.handle.lease()
     }
 
+    /// The locker's parts the hold was taken with.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Ends the hold here without letting go of it on the server, where a
+    /// step of the primitive's made it another hold of the same token (see
+    /// [`crate::engine::convert`]): its lease counts as released and is
+    /// watched no more, and the holder's turn in its locker's line goes to
+    /// the next task.
+    pub(crate) fn retire(mut self) -> Retired {
+        self.lease().mark_released();
+        drop(self.watched.take().map(Watched::end));
+        Counters::bump(&self.core.counters.released);
+        self.released = true;
+        Retired {
+            lease: self.lease().clone(),
+            landing: self.landing.take(),
+            renews: self.renews,
+        }
+    }
+}
+
+/// What a retired hold leaves to the hold that follows it.
+pub(crate) struct Retired {
+    pub(crate) lease: Arc<Lease>,
+    pub(crate) landing: Option<Landing>,
+    pub(crate) renews: bool,
+}
+
+impl<P: Primitive> Hold<P> {
     /// Lets go of the hold (see the primitive's guard for what a user is
     /// told): true when it was still ours. Returns within two bounded
     /// round trips; on an error (or if this future is dropped before the

@@ -44,9 +44,10 @@ const COUNTER: &str = "fence-counter";
 const UP_MARK: &str = "up-for";
 
 /// The lock name a release channel `<prefix>{<escaped name>}:released` is
-/// for; None for any other channel.
+/// for (or a primitive's own, `<prefix>{<escaped name>}:rw:r:released`);
+/// None for any other channel.
 pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
-    hash_tag::name_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
+    hash_tag::resource_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
 }
 
 impl LockKeys {

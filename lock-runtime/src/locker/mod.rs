@@ -22,6 +22,7 @@ use crate::primitive::exclusive;
 use crate::primitive::exclusive::inspect::LockInfo;
 use crate::primitive::exclusive::request::LockRequest;
 use crate::primitive::fair::request::FairLockRequest;
+use crate::primitive::read_write::request::{ReadLockRequest, WriteLockRequest};
 
 use crate::engine::watchdog::{Watchdog, Watching};
 
@@ -179,6 +180,37 @@ impl Locker {
     /// ```
     pub fn fair_lock(&self, key: impl Into<String>) -> FairLockRequest {
         FairLockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// Starts a request for a read of the read/write lock named `key`:
+    /// readers hold it together, each with a lease of its own, while no
+    /// writer does. Another lock than [`Locker::lock`]'s of the same name.
+    /// Not on Redlock: there `acquire` answers [`LockError::Config`].
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// let read = locker.read_lock("catalog").acquire().await?;
+    /// // ... read, beside other readers ...
+    /// read.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_lock(&self, key: impl Into<String>) -> ReadLockRequest {
+        ReadLockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// Starts a request for the write of the read/write lock named `key`:
+    /// one writer, and no reader, at a time; a waiting writer goes before
+    /// readers that come after it. See [`Locker::read_lock`].
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// let write = locker.write_lock("catalog").acquire().await?;
+    /// // ... change it, alone ...
+    /// write.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_lock(&self, key: impl Into<String>) -> WriteLockRequest {
+        WriteLockRequest::new(self.core.clone(), key.into())
     }
 
     /// What the servers know of lock `key` now (as a majority of masters

@@ -172,13 +172,6 @@ impl Keyspace {
     }
 
     /// `ZCARD key`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the twins of the read/write lock and the semaphore use it"
-        )
-    )]
     pub(crate) fn zcard(&mut self, key: &str) -> usize {
         self.drop_if_expired(key);
         self.entries
@@ -188,13 +181,6 @@ impl Keyspace {
     }
 
     /// `ZREMRANGEBYSCORE key -inf max`: how many were removed.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the twins of the read/write lock and the semaphore use it"
-        )
-    )]
     pub(crate) fn zremrangebyscore(&mut self, key: &str, max: i64) -> usize {
         self.drop_if_expired(key);
         let Some(set) = self.entries.get_mut(key).and_then(Entry::sorted) else {

@@ -9,6 +9,8 @@
 //! - [`exclusive`]: one owner per key, with a lease and a fence.
 //! - [`fair`]: one owner at a time, granted in the order the server saw
 //!   its waiters, handed to the next inside the release.
+//! - [`read_write`]: many readers, each with a lease of its own, or one
+//!   writer; writers go first.
 //!
 //! A new primitive is a folder here holding its whole vertical: its
 //! request and guard, its Lua scripts (`.lua` files) with their in-memory
@@ -20,3 +22,4 @@
 
 pub(crate) mod exclusive;
 pub(crate) mod fair;
+pub(crate) mod read_write;

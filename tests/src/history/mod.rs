@@ -12,6 +12,7 @@
 //!   fence below the highest written and logs a [`StoreEntry`] either way.
 //! - [`check`](mod@check): rebuilds each [`Section`] and applies the rules
 //!   ([`order`]: the fair lock's).
+//! - [`read_write`]: the read/write lock's own, smaller history and rules.
 //!
 //! Instants are ns of CLOCK_MONOTONIC ([`crate::monotonic_ns`]), comparable
 //! across the processes of one machine. A section a killed worker never
@@ -70,6 +71,7 @@ pub mod check;
 pub mod event;
 pub mod faults;
 pub mod order;
+pub mod read_write;
 pub mod store;
 
 pub use check::{Minimums, Section, Verdict, check, reconstruct};

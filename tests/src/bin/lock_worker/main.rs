@@ -36,6 +36,20 @@
 //!     <hold-ms>, releases it and prints `released <label> <held>` (or
 //!     `failed <label> <error>`). Exits once stdin closed and every waiter
 //!     finished.
+//! lock_worker read-hold <url> <lock-key> <ttl-ms>
+//!     Takes a read of the read/write lock <lock-key>, prints
+//!     `acquired <fence>`, and keeps it (renewed) until killed, or for at
+//!     most 60 s.
+//! lock_worker read-loop <url> <lock-key> <ttl-ms> <tasks> <hold-ms> <seconds>
+//!     <tasks> readers of <lock-key> each take a read, hold it <hold-ms>
+//!     and take the next, for <seconds>; prints `ready` once that many
+//!     reads were granted, then `done <grants> <most at once>`.
+//! lock_worker rw-chaos <worker> <lock-url> <store-url> <resources> <tasks> <seconds> <history-file>
+//!     Tasks take reads and writes of read/write locks on random resources
+//!     and read or bump a version (kept on the plain server <store-url>)
+//!     under them, recording a history
+//!     (`lock_tests::history::read_write`) in <history-file>; prints
+//!     `ready`, then `done` at the end.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -45,6 +59,8 @@
 
 mod chaos;
 mod fair;
+mod read_write;
+mod rw_chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,6 +152,39 @@ fn main() -> ExitCode {
             ["hold-fixed", url, key, ttl_ms] => hold_fixed(url, key, parse(ttl_ms)?).await,
             ["fair", url, key, ttl_ms, hold_ms] => {
                 fair::run(url, key, parse(ttl_ms)?, parse(hold_ms)?).await
+            }
+            ["read-hold", url, key, ttl_ms] => read_write::hold(url, key, parse(ttl_ms)?).await,
+            ["read-loop", url, key, ttl_ms, tasks, hold_ms, seconds] => {
+                read_write::run_loop(read_write::Loop {
+                    url,
+                    key,
+                    ttl_ms: parse(ttl_ms)?,
+                    tasks: parse(tasks)?,
+                    hold_ms: parse(hold_ms)?,
+                    seconds: parse(seconds)?,
+                })
+                .await
+            }
+            [
+                "rw-chaos",
+                worker,
+                url,
+                store_url,
+                resources,
+                tasks,
+                seconds,
+                history,
+            ] => {
+                rw_chaos::run(rw_chaos::RwChaos {
+                    worker,
+                    url,
+                    store_url,
+                    resources: parse(resources)?,
+                    tasks: parse(tasks)?,
+                    seconds: parse(seconds)?,
+                    history,
+                })
+                .await
             }
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
