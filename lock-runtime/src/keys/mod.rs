@@ -46,7 +46,14 @@ const UP_MARK: &str = "up-for";
 /// The lock name a release channel `<prefix>{<escaped name>}:released` is
 /// for; None for any other channel.
 pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
-    hash_tag::name_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
+    name_of_key(channel.strip_suffix(CHANNEL_SUFFIX)?)
+}
+
+/// The lock name a key of any primitive belongs to: its hash tag, read
+/// back, whatever follows it (`:fair`, `:sem`).
+pub(crate) fn name_of_key(key: &str) -> Option<String> {
+    let tagged = key.get(..=key.rfind('}')?)?;
+    hash_tag::name_of(tagged)
 }
 
 impl LockKeys {

@@ -352,6 +352,16 @@ impl Keyspace {
             .collect()
     }
 
+    /// Every live key, of any kind.
+    pub(crate) fn live_keys(&self) -> Vec<String> {
+        let now = self.now;
+        self.entries
+            .iter()
+            .filter(|(_, entry)| entry.expires_at.is_none_or(|at| at > now))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// How many keys are stored, expired ones not yet swept included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

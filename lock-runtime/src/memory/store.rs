@@ -215,8 +215,9 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Ends the lease of every lock named `name` (under any prefix) now,
-    /// as if its time had run out on a server; returns how many there were.
+    /// Ends the lease of every lock named `name` (under any prefix, of any
+    /// primitive: a semaphore's every permit) now, as if its time had run
+    /// out on a server; returns how many keys there were.
     /// Its holder is told at the watchdog's next renewal (within a third of
     /// its ttl), or at the end of its validity for a fixed lease, exactly
     /// as on Redis; waiters, as on Redis, are not messaged and retry when
@@ -226,12 +227,25 @@ impl MemoryStore {
         let (at, clock) = now();
         keyspace.begin(at, clock);
         let keys: Vec<String> = keyspace
-            .live()
+            .live_keys()
             .into_iter()
-            .map(|(key, _, _)| key)
-            .filter(|key| crate::keys::hash_tag::name_of(key).as_deref() == Some(name))
+            .filter(|key| crate::keys::name_of_key(key).as_deref() == Some(name))
             .collect();
         keys.iter().filter(|key| keyspace.del(key)).count()
+    }
+
+    /// How many keys of lock `name` (under any prefix, of any primitive)
+    /// the store holds now: none once every holder of it released or its
+    /// lease ran out.
+    pub fn keys_of(&self, name: &str) -> usize {
+        let mut keyspace = self.keyspace();
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
+        keyspace
+            .live_keys()
+            .into_iter()
+            .filter(|key| crate::keys::name_of_key(key).as_deref() == Some(name))
+            .count()
     }
 
     /// How many lockers on this store have acquisitions waiting for lock
