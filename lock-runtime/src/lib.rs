@@ -107,6 +107,9 @@ pub use primitive::exclusive::inspect::LockInfo;
 pub use primitive::exclusive::request::LockRequest;
 pub use primitive::fair::guard::FairGuard;
 pub use primitive::fair::request::FairLockRequest;
+pub use primitive::semaphore::SEMAPHORE_MAX_LIMIT;
+pub use primitive::semaphore::guard::PermitGuard;
+pub use primitive::semaphore::request::SemaphoreRequest;
 
 /// The guide: how the library works, what it guarantees, each deployment,
 /// operations, testing, and the chaos suite that checks it. The same pages

@@ -9,6 +9,8 @@
 //! - [`exclusive`]: one owner per key, with a lease and a fence.
 //! - [`fair`]: one owner at a time, granted in the order the server saw
 //!   its waiters, handed to the next inside the release.
+//! - [`semaphore`]: at most a limit of permits held at once, each
+//!   acquisition a lease, each permit a slot.
 //!
 //! A new primitive is a folder here holding its whole vertical: its
 //! request and guard, its Lua scripts (`.lua` files) with their in-memory
@@ -20,3 +22,4 @@
 
 pub(crate) mod exclusive;
 pub(crate) mod fair;
+pub(crate) mod semaphore;
