@@ -36,6 +36,13 @@
 //!     <hold-ms>, releases it and prints `released <label> <held>` (or
 //!     `failed <label> <error>`). Exits once stdin closed and every waiter
 //!     finished.
+//! lock_worker permits <url> <key> <limit> <permits> <ttl-ms> <rounds> <hold-ms>
+//!     Takes <permits> of the semaphore <key> (limit <limit>) <rounds>
+//!     times, printing `acquired <fence> <slots>`, holding them <hold-ms>
+//!     counted inside on the server (`inside:<key>`, the most ever in
+//!     `most:<key>`), then `released <held>`; with <rounds> 0, takes them
+//!     once and holds them until killed. Prints `lost` and exits when a
+//!     loss signal comes.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -45,6 +52,7 @@
 
 mod chaos;
 mod fair;
+mod permits;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -136,6 +144,18 @@ fn main() -> ExitCode {
             ["hold-fixed", url, key, ttl_ms] => hold_fixed(url, key, parse(ttl_ms)?).await,
             ["fair", url, key, ttl_ms, hold_ms] => {
                 fair::run(url, key, parse(ttl_ms)?, parse(hold_ms)?).await
+            }
+            ["permits", url, key, limit, permits, ttl_ms, rounds, hold_ms] => {
+                permits::run(permits::PermitsArgs {
+                    url,
+                    key,
+                    limit: parse(limit)?,
+                    permits: parse(permits)?,
+                    ttl: Duration::from_millis(parse(ttl_ms)?),
+                    rounds: parse(rounds)?,
+                    hold: Duration::from_millis(parse(hold_ms)?),
+                })
+                .await
             }
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
