@@ -33,9 +33,22 @@ pub struct Options {
     pub reentrant: bool,
     /// `max_hold = ".."`.
     pub max_hold: Option<Duration>,
+    /// `limit = ..` (and `permits = ..`): the call takes permits of a
+    /// semaphore, not the lock.
+    pub semaphore: Option<Permits>,
     /// The key template as written (`"stock:<sku>"`): the bounded name of
     /// the lock in metrics and traces.
     pub template: &'static str,
+}
+
+/// `limit = K, permits = n`: how many of a semaphore's permits a call
+/// takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Permits {
+    /// `limit = ..`.
+    pub limit: u32,
+    /// `permits = ..` (1 when not written).
+    pub permits: u32,
 }
 
 /// What an annotated call answers when the release after its body failed
@@ -66,6 +79,9 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
+    if let Some(permits) = options.semaphore {
+        return run_with_permits(&locker, key, permits, options, body).await;
+    }
     if let Some(holder) = held_by_this_task(locker.core(), &key) {
         return run_nested(&locker, key, holder, options, body).await;
     }
@@ -108,6 +124,61 @@ pub async fn run_locked<F: Future>(
                         source: Box::new(err),
                     });
                 }
+            }
+        }
+    }
+    outcome.ok_or_else(|| lost(&handle, key))
+}
+
+/// Takes permits of the semaphore `key`, runs `body` while holding them,
+/// gives them back. No nesting: a call inside the body takes permits of
+/// its own, and [`crate::current`] does not name the semaphore (a lock of
+/// the same name nested in it is another lock, and is taken).
+async fn run_with_permits<F: Future>(
+    locker: &Locker,
+    key: String,
+    permits: Permits,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let mut request = locker
+        .semaphore(key, permits.limit)
+        .permits(permits.permits)
+        .watchdog(options.watchdog)
+        .template(options.template);
+    if let Some(ttl) = options.ttl {
+        request = request.ttl(ttl);
+    }
+    if let Some(wait) = options.wait {
+        request = request.wait(wait);
+    }
+    if let Some(cap) = options.max_hold {
+        request = request.max_hold(cap);
+    }
+    let guard = request.acquire().await?;
+    let handle = guard.handle();
+    let key = guard.key().to_owned();
+    let outcome = if handle.is_held() {
+        let body = lost::guarded(handle.lease(), options.on_lost, body);
+        let output = tracing::Instrument::instrument(body, handle.lease().span.clone()).await;
+        lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
+        match output {
+            Some(_) if options.on_lost == OnLost::Cancel && !handle.is_held() => None,
+            output => output,
+        }
+    } else {
+        None
+    };
+    match guard.release().await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(key, "the body finished after its permits were lost"),
+        Err(err) => {
+            tracing::warn!(key, error = %err, "release after the body failed; the lease will expire");
+            if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
+                return Err(LockError::ReleaseFailed {
+                    key,
+                    source: Box::new(err),
+                });
             }
         }
     }

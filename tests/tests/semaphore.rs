@@ -79,6 +79,39 @@ mod semaphore {
     }
 }
 
+/// The attribute with `limit`: its calls take permits, never more than
+/// the limit at once, on the in-memory store's paused clock.
+mod attribute {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
+
+    /// Calls inside the body now, and the most ever.
+    static INSIDE: AtomicU32 = AtomicU32::new(0);
+    static MOST: AtomicU32 = AtomicU32::new(0);
+
+    #[distributed_lock(key = "render:<tenant>", limit = 3, wait = "60s", locker = locker)]
+    async fn render(locker: &Locker, tenant: &str) -> Result<(), LockError> {
+        let now = INSIDE.fetch_add(1, Ordering::SeqCst) + 1;
+        MOST.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_with_a_limit_never_run_more_than_it_at_once() {
+        let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+        let calls = (0..12).map(|_| render(&locker, "acme"));
+        for result in futures_util::future::join_all(calls).await {
+            result.unwrap();
+        }
+        assert_eq!(MOST.load(Ordering::SeqCst), 3);
+        assert_eq!(locker.stats().acquired, 12);
+    }
+}
+
 /// The behaviours, each a function of the site it runs on.
 mod behaviours {
     use std::time::Duration;
