@@ -27,6 +27,7 @@ use lock_bench::scenarios::{
     HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
     uncontended, watchdog_scale,
 };
+use lock_bench::semaphore::SemaphoreContender;
 use lock_bench::server::{self, Admin};
 use lock_bench::setup::{self, REDLOCK_MASTERS, Setup};
 use lock_bench::targets::{self, RoundTrips, pool_name};
@@ -167,6 +168,8 @@ enum Implementation {
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
     MacroPair,
+    /// One permit of the project's semaphore of this many permits.
+    Semaphore(u32),
 }
 
 impl Implementation {
@@ -178,6 +181,7 @@ impl Implementation {
             Self::RawOwnThread => "raw_own_thread".to_owned(),
             Self::Rslock => "rslock".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
+            Self::Semaphore(limit) => format!("semaphore_{limit}"),
         }
     }
 
@@ -199,6 +203,14 @@ impl Implementation {
                 all.extend([Self::Raw, Self::RawOwnThread, Self::Rslock]);
                 all
             }
+            // The semaphore's pairs beside the exclusive lock's.
+            UNCONTENDED_PAIR => vec![
+                Self::Project(None),
+                Self::Semaphore(1),
+                Self::Semaphore(8),
+                Self::Raw,
+                Self::Rslock,
+            ],
             _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
         }
     }
@@ -323,6 +335,10 @@ async fn run_one(
         }
         Implementation::Rslock => {
             let connect = || RslockContender::connect(urls);
+            drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::Semaphore(limit) => {
+            let connect = || SemaphoreContender::connect(url, limit);
             drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::MacroPair => {
