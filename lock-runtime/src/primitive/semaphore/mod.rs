@@ -116,6 +116,16 @@ impl Semaphore {
         self.slots.get().map_or(&[], Vec::as_slice)
     }
 
+    /// The limit the acquire script is told (one more under the
+    /// `over-limit` sabotage, for the tests that must catch it).
+    fn sent_limit(&self) -> u32 {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::OverLimit) {
+            return self.limit + 1;
+        }
+        self.limit
+    }
+
     fn node<'a>(&self, backend: &'a Backend) -> Result<&'a NodeBackend, LockError> {
         match backend {
             Backend::Node(node) => Ok(node),
@@ -177,7 +187,7 @@ impl Primitive for Semaphore {
         call.key(&self.set)
             .arg(attempt.token.as_str())
             .arg(ms(attempt.ttl))
-            .arg(self.limit)
+            .arg(self.sent_limit())
             .arg(self.permits);
         let Some(ack) = attempt.replicas else {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
