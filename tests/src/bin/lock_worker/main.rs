@@ -43,6 +43,11 @@
 //!     `most:<key>`), then `released <held>`; with <rounds> 0, takes them
 //!     once and holds them until killed. Prints `lost` and exits when a
 //!     loss signal comes.
+//! lock_worker permits-chaos <url> <key> <limit> <permits> <ttl-ms> <hold-ms> <history-file>
+//!     Takes <permits> of the semaphore <key> again and again, each time
+//!     for <hold-ms>, until killed, recording every hold in
+//!     <history-file> for the semaphore's checker (`lock_tests::permits`);
+//!     prints `ready` once connected.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -53,6 +58,7 @@
 mod chaos;
 mod fair;
 mod permits;
+mod permits_chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -154,6 +160,27 @@ fn main() -> ExitCode {
                     ttl: Duration::from_millis(parse(ttl_ms)?),
                     rounds: parse(rounds)?,
                     hold: Duration::from_millis(parse(hold_ms)?),
+                })
+                .await
+            }
+            [
+                "permits-chaos",
+                url,
+                key,
+                limit,
+                permits,
+                ttl_ms,
+                hold_ms,
+                history,
+            ] => {
+                permits_chaos::run(permits_chaos::ChaosPermits {
+                    url,
+                    key,
+                    limit: parse(limit)?,
+                    permits: parse(permits)?,
+                    ttl: Duration::from_millis(parse(ttl_ms)?),
+                    hold: Duration::from_millis(parse(hold_ms)?),
+                    history,
                 })
                 .await
             }
