@@ -34,6 +34,7 @@ macro_rules! on {
                 an_abandoned_fixed_lease_gives_its_permits_back_after_its_ttl,
                 a_deleted_semaphore_is_reported_lost,
                 another_limit_is_refused_while_permits_are_held,
+                a_hold_cap_gives_the_permits_back,
                 nonsense_is_a_config_error,
                 a_cancelled_wait_takes_nothing,
             );
@@ -87,28 +88,61 @@ mod attribute {
 
     use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 
-    /// Calls inside the body now, and the most ever.
+    /// Permits inside the bodies now, and the most ever.
     static INSIDE: AtomicU32 = AtomicU32::new(0);
     static MOST: AtomicU32 = AtomicU32::new(0);
 
+    /// A body holding `permits` for `length`.
+    async fn inside(permits: u32, length: Duration) {
+        let now = INSIDE.fetch_add(permits, Ordering::SeqCst) + permits;
+        MOST.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(length).await;
+        INSIDE.fetch_sub(permits, Ordering::SeqCst);
+    }
+
     #[distributed_lock(key = "render:<tenant>", limit = 3, wait = "60s", locker = locker)]
     async fn render(locker: &Locker, tenant: &str) -> Result<(), LockError> {
-        let now = INSIDE.fetch_add(1, Ordering::SeqCst) + 1;
-        MOST.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        inside(1, Duration::from_millis(50)).await;
         Ok(())
+    }
+
+    #[distributed_lock(key = "render:<tenant>", limit = 3, permits = 2, wait = "60s", locker = locker)]
+    async fn render_large(locker: &Locker, tenant: &str) -> Result<(), LockError> {
+        inside(2, Duration::from_millis(80)).await;
+        Ok(())
+    }
+
+    /// A body three leases long.
+    #[distributed_lock(key = "report", limit = 1, ttl = "1s", locker = locker)]
+    async fn long_report(locker: &Locker) -> Result<bool, LockError> {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok(true)
     }
 
     #[tokio::test(start_paused = true)]
     async fn calls_with_a_limit_never_run_more_than_it_at_once() {
         let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
-        let calls = (0..12).map(|_| render(&locker, "acme"));
-        for result in futures_util::future::join_all(calls).await {
+        let small = (0..8).map(|_| futures_util::future::Either::Left(render(&locker, "acme")));
+        let large =
+            (0..4).map(|_| futures_util::future::Either::Right(render_large(&locker, "acme")));
+        for result in futures_util::future::join_all(small.chain(large)).await {
             result.unwrap();
         }
-        assert_eq!(MOST.load(Ordering::SeqCst), 3);
+        assert_eq!(MOST.load(Ordering::SeqCst), 3, "permits inside at once");
         assert_eq!(locker.stats().acquired, 12);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_longer_than_the_ttl_keeps_its_permit() {
+        let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+        let (long, rival) = tokio::join!(long_report(&locker), async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            locker.semaphore("report", 1).try_acquire().await
+        });
+        assert!(long.unwrap(), "the body ran to its end");
+        assert!(rival.unwrap().is_none(), "its permit outlived its ttl");
+        assert!(locker.stats().renewed >= 2, "{:?}", locker.stats());
+        assert_eq!(locker.stats().lost, 0);
     }
 }
 
@@ -338,6 +372,24 @@ mod behaviours {
         let err = a.semaphore("r", 4).try_acquire().await.unwrap_err();
         assert!(matches!(err, LockError::Config(_)), "{err:?}");
         assert!(three.release().await.unwrap());
+    }
+
+    pub async fn a_hold_cap_gives_the_permits_back(site: &Site) {
+        let (a, b) = (site.locker().await, site.locker().await);
+        let cap = TTL;
+        let guard = a
+            .semaphore("r", 1)
+            .ttl(TTL)
+            .max_hold(cap)
+            .acquire()
+            .await
+            .unwrap();
+        tokio::time::timeout(cap + STALL_ROOM, guard.lost())
+            .await
+            .expect("the cap ends the hold");
+        assert!(!guard.is_held());
+        let next = b.semaphore("r", 1).wait(TTL + STALL_ROOM).acquire().await;
+        assert!(next.is_ok(), "the capped permit came back: {next:?}");
     }
 
     pub async fn nonsense_is_a_config_error(site: &Site) {
