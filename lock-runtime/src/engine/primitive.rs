@@ -72,8 +72,7 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     /// How many of the resource's units one waiter of it waits for (a
     /// semaphore's permits): a release message that says how many units
     /// are free wakes, in each process, its longest waiters only as long
-    /// as what they wait for fits (see
-    /// [`crate::engine::wait::Wakes`]).
+    /// as what they wait for fits (see [`crate::engine::wait`]).
     fn wants(&self) -> usize {
         1
     }

@@ -34,6 +34,8 @@ use crate::error::LockError;
 #[must_use = "dropping a guard gives its permits back at once"]
 pub struct PermitGuard {
     hold: Hold<Semaphore>,
+    /// Its grant's slots, read once the grant was final.
+    slots: Vec<u32>,
 }
 
 impl std::fmt::Debug for PermitGuard {
@@ -50,7 +52,8 @@ impl std::fmt::Debug for PermitGuard {
 
 impl PermitGuard {
     pub(crate) fn new(hold: Hold<Semaphore>) -> Self {
-        Self { hold }
+        let slots = hold.primitive().slots();
+        Self { hold, slots }
     }
 
     /// The semaphore's name as requested (without the configured prefix).
@@ -72,7 +75,7 @@ impl PermitGuard {
     /// The slots this guard's permits hold, one per permit, ascending:
     /// each the lowest free one of `0..limit` at the grant.
     pub fn slots(&self) -> &[u32] {
-        self.hold.primitive().slots()
+        &self.slots
     }
 
     /// The fencing token of the grant, for every slot it holds: higher

@@ -28,7 +28,7 @@ pub(crate) mod scripts;
 mod twins;
 
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -60,9 +60,10 @@ pub(crate) struct Semaphore {
     channel: String,
     limit: u32,
     permits: u32,
-    /// The slots of the grant, once granted: shared by the attempt and
-    /// the hold it becomes.
-    slots: Arc<OnceLock<Vec<u32>>>,
+    /// The slots of the latest grant (a grant given back because its
+    /// answer came too late is followed by another): shared by the
+    /// attempt and the hold it becomes.
+    slots: Arc<Mutex<Vec<u32>>>,
 }
 
 impl Semaphore {
@@ -111,9 +112,9 @@ impl Semaphore {
         self.permits
     }
 
-    /// The slots its grant holds (empty until granted).
-    pub(crate) fn slots(&self) -> &[u32] {
-        self.slots.get().map_or(&[], Vec::as_slice)
+    /// The slots its latest grant holds (empty until granted).
+    pub(crate) fn slots(&self) -> Vec<u32> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The limit the acquire script is told (one more under the
@@ -277,8 +278,7 @@ impl Semaphore {
                     .iter()
                     .map(|&slot| u32::try_from(slot).unwrap_or(u32::MAX))
                     .collect();
-                // A retry answers the same slots: the first answer stays.
-                let _ = self.slots.set(slots);
+                *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
                 Ok(AcquireReply::Acquired {
                     fence: u64::try_from(fence).unwrap_or(0),
                 })
