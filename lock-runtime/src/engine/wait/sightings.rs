@@ -111,7 +111,8 @@ impl Release {
     /// delete in µs since the Unix epoch, as the release scripts publish
     /// it, then `:` and the line when a line yielded it, then `;` and how
     /// many waiters it wakes (a number, `all`, `f=` and the units free, or
-    /// `g=` and a grant; one when it does not say). Anything else (an older release script's `1`) says no time.
+    /// `g=` and a grant; one when it does not say). Anything else (an
+    /// older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
         // 2001 in µs: below it, not a clock.
         const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
