@@ -16,6 +16,7 @@ pub mod chart;
 pub mod client_cost;
 pub mod contender;
 pub mod cpu;
+pub mod fair;
 pub mod gaps;
 pub mod hot_key;
 pub mod meter;

@@ -153,6 +153,20 @@ pub fn evaluate(results: &Results, rtt: RoundTrips) -> Vec<Target> {
         ),
         Target::new(
             "c",
+            "handoff p50: fair, in idle round trips (the release's own, then the message)",
+            p50(HANDOFF, "fair") / rtt.idle_us,
+            "<= 2",
+            |v| v <= 2.0,
+        ),
+        Target::new(
+            "c",
+            "handoff p50: fair / project (no try of its own after the release)",
+            p50(HANDOFF, "fair") / p50(HANDOFF, "project"),
+            "< 1",
+            |v| v < 1.0,
+        ),
+        Target::new(
+            "c",
             "handoff p50: rslock / project",
             p50(HANDOFF, "rslock") / p50(HANDOFF, "project"),
             ">= 100",

@@ -11,7 +11,7 @@ use crate::duration::{self, DurationArg};
 use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `limit`, `permits`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `limit`, `permits`, `locker` and `crate`";
 
 /// The runtime's `SEMAPHORE_MAX_LIMIT`: every acquisition of a semaphore
 /// reads the claims of every permit held.
@@ -49,6 +49,8 @@ pub(crate) struct Complete {
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
+    /// `fair = true`: the fair lock, granted in arrival order.
+    pub(crate) fair: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) on_release_error: OnReleaseError,
     pub(crate) reentrant: bool,
@@ -132,6 +134,10 @@ impl LockArgs {
                     args.reentrant = Some(b);
                     args.reentrant_at = Some(name.span());
                 }),
+                "fair" => boolean(&value, &label).map(|b| {
+                    args.fair = Some(b);
+                    args.fair_at = Some(name.span());
+                }),
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
@@ -187,6 +193,7 @@ impl LockArgs {
             ttl: rest.ttl,
             wait: rest.wait,
             watchdog: rest.watchdog,
+            fair: rest.fair.unwrap_or(false),
             on_lost: rest.on_lost.unwrap_or(OnLost::Cancel),
             on_release_error: rest.on_release_error.unwrap_or(OnReleaseError::Warn),
             reentrant: rest.reentrant.unwrap_or(true),
@@ -207,6 +214,7 @@ struct Partial {
     ttl: Option<DurationArg>,
     wait: Option<DurationArg>,
     watchdog: Option<bool>,
+    fair: Option<bool>,
     on_lost: Option<OnLost>,
     on_release_error: Option<OnReleaseError>,
     reentrant: Option<bool>,
@@ -215,6 +223,7 @@ struct Partial {
     limit: Option<(u32, Span)>,
     permits: Option<(u32, Span)>,
     reentrant_at: Option<Span>,
+    fair_at: Option<Span>,
     locker: Option<Expr>,
     krate: Option<Path>,
 }
@@ -239,6 +248,12 @@ impl Partial {
             errors.push(syn::Error::new(
                 at,
                 "`reentrant` is for a lock; a call with `limit` takes permits of its own, nested or not",
+            ));
+        }
+        if let (Some(_), Some(true), Some(at)) = (self.limit, self.fair, self.fair_at) {
+            errors.push(syn::Error::new(
+                at,
+                "`fair` is for a lock; a call with `limit` takes permits of a semaphore, which keeps no line",
             ));
         }
     }

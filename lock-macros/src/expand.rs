@@ -225,6 +225,7 @@ fn locked(
     let template = args.key.text();
     let watchdog = args.watchdog.unwrap_or(true);
     let reentrant = args.reentrant;
+    let fair = args.fair;
     let on_lost = match args.on_lost {
         OnLost::Cancel => quote!(#private::OnLost::Cancel),
         OnLost::Continue => quote!(#private::OnLost::Continue),
@@ -271,6 +272,7 @@ fn locked(
                 ttl: #ttl,
                 wait: #wait,
                 watchdog: #watchdog,
+                fair: #fair,
                 on_lost: #on_lost,
                 on_release_error: #on_release_error,
                 reentrant: #reentrant,

@@ -111,6 +111,7 @@ use proc_macro::TokenStream;
 /// | `ttl = "3s"` | the locker's `default_ttl` (30 s) | lease length: `"250ms"`, `"3s"`, `"1m30s"`; at least 10 ms |
 /// | `wait = "2s"` | the locker's `default_wait` (else the ttl) | longest wait for a busy lock; `"0s"` tries once |
 /// | `watchdog = true` | `true` | renew the lease while the body runs; `false` = a fixed lease, reported lost when it ends |
+/// | `fair = true` | `false` | the fair lock (`Locker::fair_lock`): callers are granted it in the order the server first saw them wait, and a release hands it to the first live waiter; its own key (`<prefix>{<name>}:fair`), so a fair and a plain lock of one name do not exclude each other. Refused on Redlock (`LockError::Config`) |
 /// | `on_lost = "cancel"` | `"cancel"` | on loss, drop the body at its next `.await` and return `Err(LockError::Lost)`; `"continue"` lets it finish and logs the loss |
 /// | `on_release_error = "warn"` | `"warn"` | when the release after the body fails (the lock then stays until its lease ends): `"warn"` returns the body's output, logs the failure and counts it (`LockerStats::release_errors`, `lock_release_errors_total`), since what the body did took effect and a caller told otherwise might run it again; `"fail"` returns `Err(LockError::ReleaseFailed)` instead |
 /// | `reentrant = true` | `true` | nesting as above; `false` makes a nested call fail at once with `LockError::HeldByThisTask` |

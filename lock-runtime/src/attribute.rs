@@ -9,11 +9,15 @@ use std::time::Duration;
 
 use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
+use crate::engine::primitive::Primitive;
 use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
+use crate::primitive::exclusive::Exclusive;
 use crate::primitive::exclusive::guard::LockGuard;
+use crate::primitive::fair::Fair;
+use crate::primitive::fair::guard::FairGuard;
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +28,8 @@ pub struct Options {
     pub wait: Option<Duration>,
     /// `watchdog = ..`.
     pub watchdog: bool,
+    /// `fair = ..`: the fair lock rather than the exclusive one.
+    pub fair: bool,
     /// `on_lost = ".."`.
     pub on_lost: OnLost,
     /// `on_release_error = ".."`.
@@ -82,23 +88,10 @@ pub async fn run_locked<F: Future>(
     if let Some(permits) = options.semaphore {
         return run_with_permits(&locker, key, permits, options, body).await;
     }
-    if let Some(holder) = held_by_this_task(locker.core(), &key) {
+    if let Some(holder) = held_by_this_task(locker.core(), &key, options.primitive()) {
         return run_nested(&locker, key, holder, options, body).await;
     }
-    let mut request = locker
-        .lock(key)
-        .watchdog(options.watchdog)
-        .template(options.template);
-    if let Some(ttl) = options.ttl {
-        request = request.ttl(ttl);
-    }
-    if let Some(wait) = options.wait {
-        request = request.wait(wait);
-    }
-    if let Some(cap) = options.max_hold {
-        request = request.max_hold(cap);
-    }
-    let guard = request.acquire().await?;
+    let guard = BodyGuard::acquire(&locker, key, &options).await?;
     let handle = guard.handle();
     let key = guard.key().to_owned();
     let nested = Nested::new();
@@ -185,6 +178,80 @@ async fn run_with_permits<F: Future>(
     outcome.ok_or_else(|| lost(&handle, key))
 }
 
+impl Options {
+    /// The name of the primitive the call takes (as in metrics): a call
+    /// nested in one holding the same key of the same primitive runs under
+    /// its lock.
+    fn primitive(&self) -> &'static str {
+        if self.fair {
+            Fair::NAME
+        } else {
+            Exclusive::NAME
+        }
+    }
+}
+
+/// The guard an annotated call holds while its body runs.
+enum BodyGuard {
+    Exclusive(LockGuard),
+    Fair(FairGuard),
+}
+
+/// Sets the attribute's options on a request of any primitive (they share
+/// their builder methods).
+macro_rules! configured {
+    ($request:expr, $options:expr) => {{
+        let options = $options;
+        let mut request = $request
+            .watchdog(options.watchdog)
+            .template(options.template);
+        if let Some(ttl) = options.ttl {
+            request = request.ttl(ttl);
+        }
+        if let Some(wait) = options.wait {
+            request = request.wait(wait);
+        }
+        if let Some(cap) = options.max_hold {
+            request = request.max_hold(cap);
+        }
+        request
+    }};
+}
+
+impl BodyGuard {
+    /// Takes the lock the options name.
+    async fn acquire(locker: &Locker, key: String, options: &Options) -> Result<Self, LockError> {
+        if options.fair {
+            let request = configured!(locker.fair_lock(key), options);
+            Ok(Self::Fair(request.acquire().await?))
+        } else {
+            let request = configured!(locker.lock(key), options);
+            Ok(Self::Exclusive(request.acquire().await?))
+        }
+    }
+
+    fn handle(&self) -> LockHandle {
+        match self {
+            Self::Exclusive(guard) => guard.handle(),
+            Self::Fair(guard) => guard.handle(),
+        }
+    }
+
+    fn key(&self) -> &str {
+        match self {
+            Self::Exclusive(guard) => guard.key(),
+            Self::Fair(guard) => guard.key(),
+        }
+    }
+
+    async fn release(self) -> Result<bool, LockError> {
+        match self {
+            Self::Exclusive(guard) => guard.release().await,
+            Self::Fair(guard) => guard.release().await,
+        }
+    }
+}
+
 /// The guard of a holding call, until its body ended and the call releases
 /// it. Dropped with the call (cancelled by its caller), it lets go of the
 /// lock as the body's end does: only once no nested call moved out of the
@@ -192,13 +259,13 @@ async fn run_with_permits<F: Future>(
 /// in the background, while the watchdog keeps the lease; the guard's own
 /// drop then releases the lock.
 struct Held {
-    guard: Option<LockGuard>,
+    guard: Option<BodyGuard>,
     nested: Arc<Nested>,
     host: Host,
 }
 
 impl Held {
-    fn into_guard(mut self) -> Option<LockGuard> {
+    fn into_guard(mut self) -> Option<BodyGuard> {
         self.guard.take()
     }
 }

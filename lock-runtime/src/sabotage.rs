@@ -24,6 +24,9 @@ pub(crate) enum Sabotage {
     SilentAfterStall,
     /// A semaphore grants one permit more than its limit.
     OverLimit,
+    /// A fair lock's release hands the lock to the newest live waiter
+    /// instead of the oldest: a grant overtakes the line.
+    LifoLine,
 }
 
 /// The defect this process was started with, if any.
@@ -35,6 +38,7 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
         Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
         Ok("over-limit") => Some(Sabotage::OverLimit),
+        Ok("lifo-line") => Some(Sabotage::LifoLine),
         _ => None,
     })
 }

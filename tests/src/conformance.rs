@@ -191,6 +191,52 @@ impl Site {
         }
     }
 
+    /// Every key stored for the resource `name`, of any primitive (a
+    /// lock's key, a fair lock's and its line), sorted.
+    pub fn keys_of(&self, name: &str) -> Vec<String> {
+        match (&self.store, self.servers) {
+            (Some(store), _) => store.keys_of(name),
+            (None, Some(servers)) => {
+                let base = self.key(name);
+                let mut keys: Vec<String> = servers
+                    .holding(&base)
+                    .iter()
+                    .flat_map(|server| match server.cmd(&["KEYS", &format!("{base}*")]) {
+                        redis::Value::Array(keys) => keys,
+                        other => panic!("KEYS: {other:?}"),
+                    })
+                    .filter_map(|key| match key {
+                        redis::Value::BulkString(key) => String::from_utf8(key).ok(),
+                        _ => None,
+                    })
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys
+            }
+            (None, None) => unreachable!("a site has a store or servers"),
+        }
+    }
+
+    /// Deletes every key of the resource `name` behind its holders' backs
+    /// (see [`Site::delete`]).
+    pub fn delete_all(&self, name: &str) {
+        match (&self.store, self.servers) {
+            (Some(store), _) => {
+                store.expire(name);
+            }
+            (None, Some(servers)) => {
+                let base = self.key(name);
+                for key in self.keys_of(name) {
+                    for server in servers.holding(&base) {
+                        server.cmd(&["DEL", &key]);
+                    }
+                }
+            }
+            (None, None) => unreachable!("a site has a store or servers"),
+        }
+    }
+
     /// Whether some locker listens for the release of lock `name`: a
     /// waiter of the in-memory store, or a subscriber of its release
     /// channel on the server where a release publishes it.
@@ -238,7 +284,7 @@ impl Site {
     /// with `kind` (`:sem` for a semaphore).
     pub fn exists_of(&self, name: &str, kind: &str) -> bool {
         match (&self.store, self.servers) {
-            (Some(store), _) => store.keys_of(name) > 0,
+            (Some(store), _) => !store.keys_of(name).is_empty(),
             (None, Some(servers)) => {
                 let key = format!("{}{kind}", self.key(name));
                 servers

@@ -1,6 +1,6 @@
 //! The smallest ACL a lock user needs (the README's, word for word): the
 //! whole exclusive-lock path runs as that user on one server and on a
-//! Cluster; a missing permission is a `LockError` naming the command; two
+//! Cluster, and the fair lock's with the commands it adds; a missing permission is a `LockError` naming the command; two
 //! lockers with their own prefixes and users cannot touch each other's locks.
 
 use lock_runtime::{LockConfig, LockError, Locker};
@@ -20,6 +20,8 @@ const LOCK_USER: &str = "resetkeys ~{prefix}* resetchannels &{prefix}* nocommand
 const CLUSTER_EXTRA: &str = "+cluster|slots +cluster|shards +asking +readonly";
 /// What each Redlock master adds: the restart quarantine and the counter.
 const REDLOCK_EXTRA: &str = "+info +incr";
+/// What the fair lock adds: its line of waiters is a sorted set.
+const FAIR_EXTRA: &str = "+zadd +zrem +zscore +zrange +zrangebyscore";
 /// What a Sentinel's master (and its replica, a master to be) adds: the
 /// lookup's check that the server named is a master.
 const SENTINEL_EXTRA: &str = "+role";
@@ -299,4 +301,78 @@ async fn the_builder_logs_in_to_a_sentinel_master_as_its_user() {
     assert!(exists(&setup.master, "orders:lock:{who}"));
     assert!(clients_as(&setup.master, "orders") > 0);
     assert!(guard.release().await.unwrap());
+}
+
+/// The fair lock's whole path as `holder` and `waiter`: a hold renewed,
+/// a waiter whose place is renewed, the hand-over inside the release.
+async fn fair_hold_renew_and_hand_over(holder: &Locker, waiter: Locker) {
+    let ttl = lock_tests::fixtures::STALL_PROOF_TTL;
+    let guard = holder
+        .fair_lock("stock:42")
+        .ttl(ttl)
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let request = waiter.fair_lock("stock:42").ttl(ttl);
+        let taken = request
+            .wait(std::time::Duration::from_secs(60))
+            .acquire()
+            .await;
+        let taken = taken.unwrap();
+        let fence = taken.fence();
+        assert!(taken.release().await.unwrap());
+        fence
+    });
+    tokio::time::sleep(ttl * 2).await;
+    assert!(guard.is_held());
+    assert!(holder.stats().renewed >= 2, "{:?}", holder.stats());
+    let fence = guard.fence();
+    assert!(guard.release().await.unwrap());
+    assert!(waiting.await.unwrap() > fence);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_with_the_fair_locks_commands_runs_its_whole_path() {
+    let server = RedisServer::start();
+    set_user(
+        &server,
+        "orders",
+        "orders:lock:",
+        &format!("{LOCK_USER} {FAIR_EXTRA}"),
+    );
+    let connect =
+        || Locker::connect(config(&url_as("orders", server.port())).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    fair_hold_renew_and_hand_over(&holder, waiter).await;
+    let cluster = RedisCluster::start();
+    for node in cluster.nodes() {
+        let rules = format!("{LOCK_USER} {CLUSTER_EXTRA} {FAIR_EXTRA}");
+        set_user(node, "orders", "orders:lock:", &rules);
+    }
+    let url = lock_tests::fixtures::multi_host_url("cluster", cluster.nodes(), "")
+        .replace("://", "://orders:orders-pw@");
+    let connect = || Locker::connect(config(&url).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    fair_hold_renew_and_hand_over(&holder, waiter).await;
+}
+
+/// Without them, a fair lock is refused with what to grant, and nothing
+/// is taken; the other locks go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_lock_without_its_commands_is_refused_by_name() {
+    let server = RedisServer::start();
+    set_user(&server, "orders", "orders:lock:", LOCK_USER);
+    let url = url_as("orders", server.port());
+    let locker = Locker::connect(config(&url).key_prefix("orders:lock:"))
+        .await
+        .unwrap();
+    let err = locker.fair_lock("stock:42").acquire().await.unwrap_err();
+    let LockError::Config(text) = &err else {
+        panic!("{err:?}");
+    };
+    assert!(text.contains(&format!("grant it `{FAIR_EXTRA}`")), "{text}");
+    assert!(!exists(&server, "orders:lock:{stock:42}:fair"));
+    let plain = locker.lock("stock:42").acquire().await.unwrap();
+    assert!(plain.release().await.unwrap());
 }

@@ -58,6 +58,8 @@ fn minimums(run_for: Duration) -> Minimums {
         // Tasks of one worker share keys: the lock goes from one to the
         // next in process, and those sections are judged too.
         passed_in_process: 1,
+        // Fair locks run only where a run asks for them.
+        fair_ordered: 0,
     }
 }
 
@@ -131,17 +133,18 @@ fn one_server_with_faults_on_the_holders() {
     let run_for = run_for(20);
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let store = RedisServer::start();
+    let seconds = usize::try_from(run_for.as_secs()).unwrap_or(1);
     let minimums = Minimums {
         cuts_hit: 1,
         dropped_replies: 1,
+        // One task in four of each worker takes fair locks.
+        fair_ordered: seconds,
         ..minimums(run_for)
     };
     until_met("chaos one-server", &minimums, |round| {
-        let mut fleet = Fleet::start(
-            WORKER,
-            &format!("single-{round}"),
-            plan(LockPath::Proxied(server.port()), &store, run_for),
-        );
+        let mut plan = plan(LockPath::Proxied(server.port()), &store, run_for);
+        plan.env.push(("CHAOS_FAIR".into(), "1".into()));
+        let mut fleet = Fleet::start(WORKER, &format!("single-{round}"), plan);
         // The quick faults first: the slow ones wait for a long hold, and on a
         // starved machine a run may have room for only one round of each.
         let injected = rotate(
@@ -317,6 +320,11 @@ fn sentinel_run(name: &str, replicas: Option<&str>) -> usize {
 /// The checker must fail a broken locker: a run with a defect built into
 /// the workers' lockers (`LOCK_RUNTIME_SABOTAGE`) reports violations.
 fn sabotaged_run(defect: &str) -> usize {
+    sabotaged_run_with(defect, |_| {})
+}
+
+/// [`sabotaged_run`], with the plan changed by `adjust` first.
+fn sabotaged_run_with(defect: &str, adjust: impl FnOnce(&mut Plan)) -> usize {
     let server = RedisServer::start();
     let store = RedisServer::start();
     // Room for four or five faults: a defect shows only when a fault made
@@ -328,6 +336,7 @@ fn sabotaged_run(defect: &str) -> usize {
     );
     plan.env
         .push(("LOCK_RUNTIME_SABOTAGE".into(), defect.into()));
+    adjust(&mut plan);
     plan.keep_histories = false;
     let mut fleet = Fleet::start(WORKER, defect, plan);
     let injected = rotate(&mut fleet, &[freeze, cut], |_, _| false);
@@ -361,8 +370,6 @@ fn a_blind_release_is_caught() {
     );
 }
 
-/// A hand-over in process that gives the next task the holder's own fence:
-/// two sections of one key with one fence, whatever the faults did.
 /// A holder frozen past its lease whose loss is never told (the watchdog
 /// drops a loss it finds late, and the body's end does not look): after
 /// the thaw it finishes its stale work beside the next owner, untold.
@@ -374,11 +381,27 @@ fn a_loss_dropped_after_a_stall_is_caught() {
     );
 }
 
+/// A hand-over in process that gives the next task the holder's own fence:
+/// two sections of one key with one fence, whatever the faults did.
 #[test]
 fn a_pass_in_process_without_a_new_fence_is_caught() {
     assert!(
         sabotaged_run("same-fence-pass") > 0,
         "the checker passed a pass in process that kept the fence"
+    );
+}
+
+/// A fair lock whose release hands the lock to the newest waiter: with
+/// every fair task on one resource, lines of several waiters form, and
+/// grants overtake the waiters that arrived first.
+#[test]
+fn a_fair_lock_that_serves_its_line_backwards_is_caught() {
+    assert!(
+        sabotaged_run_with("lifo-line", |plan| {
+            plan.env.push(("CHAOS_FAIR".into(), "1".into()));
+            plan.resources = 1;
+        }) > 0,
+        "the checker passed grants out of arrival order"
     );
 }
 

@@ -48,6 +48,11 @@ const BEHAVIOURS: &[&str] = &[
     "a_lock_found_gone_at_its_release_is_counted",
     "a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover",
     "a_wait_that_timed_out_on_a_busy_lock_counts_as_contended",
+    "a_fair_lock_is_taken_and_released_leaving_nothing",
+    "fair_waiters_are_granted_in_arrival_order",
+    "a_fair_waiter_that_stops_waiting_leaves_the_line",
+    "a_deleted_fair_lock_is_reported_lost",
+    "the_fair_attribute_reenters_its_own_lock",
 ];
 
 /// Fails unless `listed` names every behaviour exactly once.
@@ -156,7 +161,13 @@ mod conformance {
 
     all_but!(
         memory, Kind::Memory, #[tokio::test(start_paused = true)],
-        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
+        also: [
+            a_fair_lock_is_taken_and_released_leaving_nothing,
+            fair_waiters_are_granted_in_arrival_order,
+            a_fair_waiter_that_stops_waiting_leaves_the_line,
+            a_deleted_fair_lock_is_reported_lost,
+            the_fair_attribute_reenters_its_own_lock,
+            waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "the in-memory store cannot lose a reply; its acquire twin's idempotence is unit-tested (primitive/exclusive/twins.rs)",
@@ -165,7 +176,13 @@ mod conformance {
 
     all_but!(
         single, Kind::Single, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
+        also: [
+            a_fair_lock_is_taken_and_released_leaving_nothing,
+            fair_waiters_are_granted_in_arrival_order,
+            a_fair_waiter_that_stops_waiting_leaves_the_line,
+            a_deleted_fair_lock_is_reported_lost,
+            the_fair_attribute_reenters_its_own_lock,
+            the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "one server may have replicas; WAIT is tested with a real replica in replication.rs and bounds.rs",
@@ -176,7 +193,13 @@ mod conformance {
 
     all_but!(
         cluster, Kind::Cluster, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
+        also: [
+            a_fair_lock_is_taken_and_released_leaving_nothing,
+            fair_waiters_are_granted_in_arrival_order,
+            a_fair_waiter_that_stops_waiting_leaves_the_line,
+            a_deleted_fair_lock_is_reported_lost,
+            the_fair_attribute_reenters_its_own_lock,
+            waiting_for_replicas_needs_replicas, the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             a_retry_after_a_lost_reply_finds_the_lock_ours =>
                 "needs a reply dropped in flight: the same acquire script as one server (lost_replies.rs), routed by slot",
@@ -185,7 +208,13 @@ mod conformance {
 
     all_but!(
         sentinel, Kind::Sentinel, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        also: [the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
+        also: [
+            a_fair_lock_is_taken_and_released_leaving_nothing,
+            fair_waiters_are_granted_in_arrival_order,
+            a_fair_waiter_that_stops_waiting_leaves_the_line,
+            a_deleted_fair_lock_is_reported_lost,
+            the_fair_attribute_reenters_its_own_lock,
+            the_next_task_in_line_is_handed_the_lock, a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover],
         exclude: [
             waiting_for_replicas_needs_replicas =>
                 "Sentinel has replicas to wait for; sentinel.rs and the chaos run's sentinel-wait test it through failovers",
@@ -198,6 +227,16 @@ mod conformance {
         redlock, Kind::Redlock, #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
         also: [waiting_for_replicas_needs_replicas],
         exclude: [
+            a_fair_lock_is_taken_and_released_leaving_nothing =>
+                "Redlock refuses a fair lock (its masters would keep a line each): fair.rs checks the refusal",
+            fair_waiters_are_granted_in_arrival_order =>
+                "Redlock refuses a fair lock (its masters would keep a line each): fair.rs checks the refusal",
+            a_fair_waiter_that_stops_waiting_leaves_the_line =>
+                "Redlock refuses a fair lock (its masters would keep a line each): fair.rs checks the refusal",
+            a_deleted_fair_lock_is_reported_lost =>
+                "Redlock refuses a fair lock (its masters would keep a line each): fair.rs checks the refusal",
+            the_fair_attribute_reenters_its_own_lock =>
+                "Redlock refuses a fair lock (its masters would keep a line each): fair.rs checks the refusal",
             a_pass_the_next_task_cannot_use_is_not_counted_as_a_handover =>
                 "a majority is not passed",
             the_next_task_in_line_is_handed_the_lock =>
@@ -208,8 +247,14 @@ mod conformance {
     );
 }
 
+/// The fair lock's behaviours.
+#[path = "conformance/fair.rs"]
+mod fair;
+
 /// The behaviours, each a function of the site it runs on.
 mod behaviours {
+    pub use crate::fair::*;
+
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
@@ -219,15 +264,15 @@ mod behaviours {
     use tokio::time::Instant;
 
     /// A lease the watchdog keeps through a machine's stalls.
-    const TTL: Duration = STALL_PROOF_TTL;
+    pub(crate) const TTL: Duration = STALL_PROOF_TTL;
     /// Longer than any test runs: a lock held this long is never freed by
     /// its lease running out within a test. (The default ttl, which is also
     /// Redlock's default restart quarantine, the longest lease it grants.)
-    const FOREVER: Duration = Duration::from_secs(30);
+    pub(crate) const FOREVER: Duration = Duration::from_secs(30);
 
     /// A waiter that never polls: woken only by a release message or the
     /// end of the owner's lease (far away).
-    async fn patient(site: &Site) -> Locker {
+    pub(crate) async fn patient(site: &Site) -> Locker {
         Locker::connect(site.config().retry_backoff(FOREVER, FOREVER))
             .await
             .unwrap()

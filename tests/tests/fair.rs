@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockConfig, LockError, Locker};
+use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
 use lock_tests::RedisServer;
 use lock_tests::fixtures::{STALL_PROOF_TTL, STALL_ROOM, eventually, key_count, lock_key};
 use lock_tests::worker::Worker;
@@ -412,4 +412,58 @@ async fn a_fair_grant_waits_for_replicas_when_asked() {
             .await
             .unwrap()
     );
+}
+
+/// A body of the attribute's fair lock: records its label, and runs a call
+/// nested in it for the same key (it runs under the same lock).
+#[distributed_lock(key = "queue:<id>", fair = true, ttl = "5s", wait = "60s", locker = locker)]
+async fn served_fairly(
+    locker: &Locker,
+    id: u32,
+    label: usize,
+    served: &std::sync::Mutex<Vec<usize>>,
+) -> Result<(), LockError> {
+    let fence = lock_runtime::current().expect("inside the body").fence();
+    assert_eq!(nested_fairly(locker, id).await?, fence, "a second lock");
+    served.lock().unwrap().push(label);
+    Ok(())
+}
+
+#[distributed_lock(key = "queue:<id>", fair = true, wait = "0s", locker = locker)]
+async fn nested_fairly(locker: &Locker, id: u32) -> Result<u64, LockError> {
+    Ok(lock_runtime::current().expect("inside the body").fence())
+}
+
+/// `fair = true` takes the fair lock: callers run in the order the server
+/// saw them wait, a call nested in the body runs under the same lock, and
+/// the plain lock of the same name is another lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_takes_the_fair_lock_in_arrival_order() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let name = "queue:7";
+    let held = locker.fair_lock(name).ttl(FOREVER).acquire().await.unwrap();
+    let plain = locker.lock(name).try_acquire().await.unwrap();
+    assert!(plain.expect("another lock").release().await.unwrap());
+    let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut calls = Vec::new();
+    for label in 0..6 {
+        let before = arrivals(&server, name);
+        let (locker, served) = (locker.clone(), served.clone());
+        calls.push(tokio::spawn(async move {
+            served_fairly(&locker, 7, label, &served).await
+        }));
+        eventually(
+            &format!("call {label} is in line"),
+            Duration::from_secs(20),
+            || arrivals(&server, name) == before + 1,
+        )
+        .await;
+    }
+    assert!(held.release().await.unwrap());
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    assert_eq!(*served.lock().unwrap(), (0..6).collect::<Vec<_>>());
+    nothing_left(&server).await;
 }

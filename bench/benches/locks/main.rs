@@ -19,6 +19,7 @@ use std::future::Future;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use lock_bench::fair::FairContender;
 use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
@@ -165,6 +166,8 @@ enum Implementation {
     /// Raw code with its connection driven from a thread of its own.
     RawOwnThread,
     Rslock,
+    /// The project's fair lock (the handoff only).
+    Fair,
     /// The project through the attribute and through hand-written calls,
     /// interleaved in one run.
     MacroPair,
@@ -180,6 +183,7 @@ impl Implementation {
             Self::Raw => "raw".to_owned(),
             Self::RawOwnThread => "raw_own_thread".to_owned(),
             Self::Rslock => "rslock".to_owned(),
+            Self::Fair => "fair".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
             Self::Semaphore(limit) => format!("semaphore_{limit}"),
         }
@@ -211,6 +215,7 @@ impl Implementation {
                 Self::Raw,
                 Self::Rslock,
             ],
+            HANDOFF => vec![Self::Project(None), Self::Fair, Self::Raw, Self::Rslock],
             _ => vec![Self::Project(None), Self::Raw, Self::Rslock],
         }
     }
@@ -340,6 +345,13 @@ async fn run_one(
         Implementation::Semaphore(limit) => {
             let connect = || SemaphoreContender::connect(url, limit);
             drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::Fair => {
+            let connect = || FairContender::connect(url);
+            let connections = LockConfig::DEFAULT_POOL_SIZE;
+            drive(scenario, connect, context, connections)
+                .await
+                .map(single)
         }
         Implementation::MacroPair => {
             let project = ProjectContender::connect(url, None).await?;

@@ -244,14 +244,19 @@ pub fn current() -> Option<LockHandle> {
         .flatten()
 }
 
-/// The innermost call of this task that holds `key` through `locker`.
-pub(crate) fn held_by_this_task(core: &Core, key: &str) -> Option<Frame> {
+/// The innermost call of this task that holds `key` of `primitive` (its
+/// name, as in metrics) through `locker`.
+pub(crate) fn held_by_this_task(core: &Core, key: &str, primitive: &str) -> Option<Frame> {
     let id = core.identity();
     HELD.try_with(|held| {
         held.0
             .iter()
             .rev()
-            .find(|frame| frame.locker == id && frame.handle.key() == key)
+            .find(|frame| {
+                frame.locker == id
+                    && frame.handle.key() == key
+                    && frame.handle.lease().labels.primitive == primitive
+            })
             .cloned()
     })
     .ok()

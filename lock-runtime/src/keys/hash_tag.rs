@@ -27,7 +27,25 @@ pub(crate) fn escape(name: &str) -> Cow<'_, str> {
 pub(crate) fn name_of(key: &str) -> Option<String> {
     let open = key.find('{')?;
     let tag = key.get(open + 1..)?.strip_suffix('}')?;
-    if tag.is_empty() || tag.contains('}') {
+    if tag.contains('}') {
+        return None;
+    }
+    unescape(tag)
+}
+
+/// The resource name in the hash tag of a key of any primitive: a lock
+/// key, or one with a suffix after its tag (`<prefix>{<name>}:fair`, a
+/// fair lock's line). None for a key with no tag (a counter).
+pub(crate) fn resource_of(key: &str) -> Option<String> {
+    let open = key.find('{')?;
+    let rest = key.get(open + 1..)?;
+    unescape(&rest[..rest.find('}')?])
+}
+
+/// `tag` with its escapes undone; None when empty or not an escape's
+/// output.
+fn unescape(tag: &str) -> Option<String> {
+    if tag.is_empty() {
         return None;
     }
     let mut name = String::with_capacity(tag.len());
@@ -62,5 +80,22 @@ mod tests {
         assert_eq!(name_of("lock:fence-counter"), None);
         assert_eq!(name_of("lock:{}"), None);
         assert_eq!(name_of("lock:{a%4}"), None);
+    }
+
+    #[test]
+    fn a_key_of_any_primitive_gives_back_its_resource() {
+        for name in ["stock:42", "}x", "a%7Db", "{}", "%"] {
+            let lock = format!("orders:lock:{{{}}}", escape(name));
+            for key in [
+                lock.clone(),
+                format!("{lock}:fair"),
+                format!("{lock}:fair:q"),
+            ] {
+                assert_eq!(resource_of(&key).as_deref(), Some(name), "{key:?}");
+            }
+        }
+        assert_eq!(resource_of("lock:fence-counter"), None);
+        assert_eq!(resource_of("lock:{}:fair"), None);
+        assert_eq!(resource_of("lock:{a%4}:fair"), None);
     }
 }

@@ -44,16 +44,10 @@ const COUNTER: &str = "fence-counter";
 const UP_MARK: &str = "up-for";
 
 /// The lock name a release channel `<prefix>{<escaped name>}:released` is
-/// for; None for any other channel.
+/// for, of any primitive (`...}:sem:released`); None for any other
+/// channel.
 pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
-    name_of_key(channel.strip_suffix(CHANNEL_SUFFIX)?)
-}
-
-/// The lock name a key of any primitive belongs to: its hash tag, read
-/// back, whatever follows it (`:fair`, `:sem`).
-pub(crate) fn name_of_key(key: &str) -> Option<String> {
-    let tagged = key.get(..=key.rfind('}')?)?;
-    hash_tag::name_of(tagged)
+    hash_tag::resource_of(channel.strip_suffix(CHANNEL_SUFFIX)?)
 }
 
 impl LockKeys {

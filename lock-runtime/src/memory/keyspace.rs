@@ -353,7 +353,7 @@ impl Keyspace {
     }
 
     /// Every live key, of any kind.
-    pub(crate) fn live_keys(&self) -> Vec<String> {
+    pub(crate) fn live_keys(&mut self) -> Vec<String> {
         let now = self.now;
         self.entries
             .iter()

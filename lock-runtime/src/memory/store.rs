@@ -215,9 +215,41 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Ends the lease of every lock named `name` (under any prefix, of any
-    /// primitive: a semaphore's every permit) now, as if its time had run
-    /// out on a server; returns how many keys there were.
+    /// Every key the store keeps for the resource `name` (under any
+    /// prefix), of every primitive: a plain lock's key, a fair lock's and
+    /// its line of waiters. Empty once everyone let go: what a test checks
+    /// to know that nothing was left behind.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockConfig, Locker, memory::MemoryStore};
+    ///
+    /// let store = MemoryStore::new();
+    /// let locker = Locker::connect(LockConfig::in_memory_store(&store)).await?;
+    /// let guard = locker.fair_lock("printer").acquire().await?;
+    /// assert_eq!(store.keys_of("printer"), ["lock:{printer}:fair"]);
+    /// guard.release().await?;
+    /// assert!(store.keys_of("printer").is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn keys_of(&self, name: &str) -> Vec<String> {
+        let mut keyspace = self.keyspace();
+        let (at, clock) = now();
+        keyspace.begin(at, clock);
+        let mut keys: Vec<String> = keyspace
+            .live_keys()
+            .into_iter()
+            .filter(|key| crate::keys::hash_tag::resource_of(key).as_deref() == Some(name))
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Ends the lease of every lock named `name` (under any prefix) now,
+    /// as if its time had run out on a server, with every other key of
+    /// that resource (a fair lock's line: its waiters then take a new
+    /// place at their next renewal); returns how many keys there were.
     /// Its holder is told at the watchdog's next renewal (within a third of
     /// its ttl), or at the end of its validity for a fixed lease, exactly
     /// as on Redis; waiters, as on Redis, are not messaged and retry when
@@ -229,23 +261,9 @@ impl MemoryStore {
         let keys: Vec<String> = keyspace
             .live_keys()
             .into_iter()
-            .filter(|key| crate::keys::name_of_key(key).as_deref() == Some(name))
+            .filter(|key| crate::keys::hash_tag::resource_of(key).as_deref() == Some(name))
             .collect();
         keys.iter().filter(|key| keyspace.del(key)).count()
-    }
-
-    /// How many keys of lock `name` (under any prefix, of any primitive)
-    /// the store holds now: none once every holder of it released or its
-    /// lease ran out.
-    pub fn keys_of(&self, name: &str) -> usize {
-        let mut keyspace = self.keyspace();
-        let (at, clock) = now();
-        keyspace.begin(at, clock);
-        keyspace
-            .live_keys()
-            .into_iter()
-            .filter(|key| crate::keys::name_of_key(key).as_deref() == Some(name))
-            .count()
     }
 
     /// How many lockers on this store have acquisitions waiting for lock

@@ -25,6 +25,9 @@ pub struct Section {
     pub invoke: u64,
     /// (fence, instant) of its first statement, if the lock was granted.
     pub begin: Option<(u64, u64)>,
+    /// When the server first saw it wait in a fair lock's line (µs on the
+    /// server's clock), if it was granted one after waiting.
+    pub arrival: Option<u64>,
     /// (n, instant) of each fenced write it was about to send, in order.
     pub writes: Vec<(u32, u64)>,
     /// When the body finished its work.
@@ -102,6 +105,9 @@ pub struct Verdict {
     /// the workers' own counters (a worker killed mid-run reports none):
     /// their sections are checked like every other.
     pub passed_in_process: usize,
+    /// Sections granted a fair lock after waiting in its line: those S6
+    /// (arrival order) judged.
+    pub fair_ordered: usize,
     /// Every broken rule, in words (empty when the run passed).
     pub violations: Vec<String>,
 }
@@ -123,6 +129,7 @@ impl Verdict {
         self.dropped_replies += other.dropped_replies;
         self.server_faults_hit += other.server_faults_hit;
         self.passed_in_process += other.passed_in_process;
+        self.fair_ordered += other.fair_ordered;
         self.violations.extend(other.violations);
     }
 
@@ -131,7 +138,7 @@ impl Verdict {
         format!(
             "chaos: sections={} granted={} completed={} handoffs={} told={} stale_refused={} \
              accepted_writes={} freezes_hit={} kills_hit={} cuts_hit={} dropped_replies={} \
-             server_faults_hit={} passed_in_process={} violations={}",
+             server_faults_hit={} passed_in_process={} fair_ordered={} violations={}",
             self.sections,
             self.granted,
             self.completed,
@@ -145,6 +152,7 @@ impl Verdict {
             self.dropped_replies,
             self.server_faults_hit,
             self.passed_in_process,
+            self.fair_ordered,
             self.violations.len(),
         )
     }
@@ -195,6 +203,11 @@ impl Verdict {
                 minimums.passed_in_process,
                 "locks passed in process",
             ),
+            (
+                self.fair_ordered,
+                minimums.fair_ordered,
+                "fair grants after a wait in line",
+            ),
         ]
         .into_iter()
         .filter(|(count, minimum, _)| count < minimum)
@@ -228,6 +241,8 @@ pub struct Minimums {
     pub server_faults_hit: usize,
     /// [`Verdict::passed_in_process`].
     pub passed_in_process: usize,
+    /// [`Verdict::fair_ordered`].
+    pub fair_ordered: usize,
 }
 
 /// Judges a run: the workers' histories, the driver's faults, and the
@@ -248,6 +263,7 @@ pub fn check(
         check_unique_fences(key, granted, &mut violations);
         check_exclusion(key, granted, faults, grace_ns, &mut violations);
         check_fence_order(key, granted, &mut violations);
+        super::order::check_arrival_order(key, granted, &mut violations);
     }
     for section in &sections {
         check_cancel_promise(section, &mut violations);
@@ -297,6 +313,10 @@ pub fn check(
             Fault::Server { start, end, .. } => s.held_over(*start, *end),
             _ => false,
         }),
+        fair_ordered: sections
+            .iter()
+            .filter(|s| s.begin.is_some() && s.arrival.is_some())
+            .count(),
         // Not in the histories: the fleet adds the workers' counts.
         passed_in_process: 0,
         violations,
@@ -330,6 +350,7 @@ struct Partial {
     mode: Mode,
     invoke: u64,
     begin: Option<(u64, u64)>,
+    arrival: Option<u64>,
     writes: Vec<(u32, u64)>,
     done: Option<u64>,
     told: Option<u64>,
@@ -389,6 +410,7 @@ fn collect_partials(
                 mode: *mode,
                 invoke: *t,
                 begin: None,
+                arrival: None,
                 writes: Vec::new(),
                 done: None,
                 told: None,
@@ -412,6 +434,7 @@ fn collect_partials(
         let first = match event {
             Event::Invoke { .. } => unreachable!("handled above"),
             Event::Begin { fence, t, .. } => set_once(&mut partial.begin, (*fence, *t)),
+            Event::Arrived { arrival, .. } => set_once(&mut partial.arrival, *arrival),
             Event::Write { n, t, .. } => {
                 partial.writes.push((*n, *t));
                 true
@@ -468,6 +491,7 @@ fn close(
         mode: partial.mode,
         invoke: partial.invoke,
         begin: partial.begin,
+        arrival: partial.arrival,
         writes: partial.writes,
         done: partial.done,
         told: partial.told,
@@ -1065,6 +1089,7 @@ mod tests {
             // The failover at 600-650, while w3.1 held (frozen).
             server_faults_hit: 1,
             passed_in_process: 0,
+            fair_ordered: 0,
             violations: Vec::new(),
         };
         assert_eq!(verdict, expected);
@@ -1079,13 +1104,14 @@ mod tests {
             dropped_replies: 1,
             server_faults_hit: 1,
             passed_in_process: 0,
+            fair_ordered: 0,
         };
         assert_eq!(verdict.shortfalls(&all_ones), Vec::<String>::new());
         assert_eq!(
             verdict.summary(),
             "chaos: sections=8 granted=8 completed=5 handoffs=2 told=2 stale_refused=1 \
              accepted_writes=9 freezes_hit=1 kills_hit=1 cuts_hit=1 dropped_replies=1 \
-             server_faults_hit=1 passed_in_process=0 violations=0"
+             server_faults_hit=1 passed_in_process=0 fair_ordered=0 violations=0"
         );
     }
 
@@ -1104,6 +1130,7 @@ mod tests {
                 mode: Mode::Cancel,
                 invoke: 1100,
                 begin: Some((16, 1110)),
+                arrival: None,
                 writes: vec![(1, 1120)],
                 done: None,
                 told: None,

@@ -111,6 +111,17 @@ pub enum Event {
         /// When.
         t: u64,
     },
+    /// `arrived <sid> <arrival> <t>`: a fair lock was granted to the
+    /// section after it waited in line, which the server first saw at
+    /// `arrival` (µs on the server's clock); recorded before `begin`.
+    Arrived {
+        /// The section.
+        sid: String,
+        /// When the server first saw it wait (µs).
+        arrival: u64,
+        /// When.
+        t: u64,
+    },
     /// `write <sid> <n> <t>`: about to send fenced write number `n` (1, 2, ...).
     Write {
         /// The section.
@@ -151,6 +162,7 @@ impl Event {
         match self {
             Event::Invoke { sid, .. }
             | Event::Begin { sid, .. }
+            | Event::Arrived { sid, .. }
             | Event::Write { sid, .. }
             | Event::Done { sid, .. }
             | Event::Told { sid, .. }
@@ -163,6 +175,7 @@ impl Event {
         match self {
             Event::Invoke { t, .. }
             | Event::Begin { t, .. }
+            | Event::Arrived { t, .. }
             | Event::Write { t, .. }
             | Event::Done { t, .. }
             | Event::Told { t, .. }
@@ -186,6 +199,11 @@ impl Event {
             ["begin", sid, fence, t] => Event::Begin {
                 sid: name(sid)?,
                 fence: number(fence)?,
+                t: number(t)?,
+            },
+            ["arrived", sid, arrival, t] => Event::Arrived {
+                sid: name(sid)?,
+                arrival: number(arrival)?,
                 t: number(t)?,
             },
             ["write", sid, n, t] => Event::Write {
@@ -217,6 +235,7 @@ impl fmt::Display for Event {
         match self {
             Event::Invoke { sid, key, mode, t } => write!(f, "invoke {sid} {key} {mode} {t}"),
             Event::Begin { sid, fence, t } => write!(f, "begin {sid} {fence} {t}"),
+            Event::Arrived { sid, arrival, t } => write!(f, "arrived {sid} {arrival} {t}"),
             Event::Write { sid, n, t } => write!(f, "write {sid} {n} {t}"),
             Event::Done { sid, t } => write!(f, "done {sid} {t}"),
             Event::Told { sid, t } => write!(f, "told {sid} {t}"),
@@ -340,6 +359,11 @@ mod tests {
                 outcome: Outcome::Error,
                 t: 1_009,
             },
+            Event::Arrived {
+                sid: "w3.21".into(),
+                arrival: 1_752_000_000_123_000,
+                t: 1_010,
+            },
         ]
     }
 
@@ -365,6 +389,7 @@ mod tests {
         assert_eq!(lines[5], "told w3.17 1005");
         assert_eq!(lines[6], "end w3.17 ok 1006");
         assert_eq!(lines[9], "end w3.20 error 1009");
+        assert_eq!(lines[10], "arrived w3.21 1752000000123000 1010");
     }
 
     #[test]
@@ -388,6 +413,8 @@ mod tests {
             "end w3.17 ok 10x",
             "finish w3.17 1006",
             "begin w3.17 18446744073709551616 1000",
+            "arrived w3.17 1000",
+            "arrived w3.17 -5 1000",
         ] {
             assert_eq!(Event::parse(line), None, "{line:?}");
         }

@@ -10,7 +10,8 @@
 //!   network cuts, dropped replies; server faults, informative).
 //! - [`store`]: every fenced write runs [`STORE_SCRIPT`], which refuses a
 //!   fence below the highest written and logs a [`StoreEntry`] either way.
-//! - [`check`](mod@check): rebuilds each [`Section`] and applies the rules.
+//! - [`check`](mod@check): rebuilds each [`Section`] and applies the rules
+//!   ([`order`]: the fair lock's).
 //!
 //! Instants are ns of CLOCK_MONOTONIC ([`crate::monotonic_ns`]), comparable
 //! across the processes of one machine. A section a killed worker never
@@ -54,6 +55,11 @@
 //! - **S5 fence order.** Per key, a section invoked after another's held
 //!   interval ended carries a larger fence (invoked, not begun: its grant
 //!   came after it asked, and a freeze can separate a grant from `begin`).
+//! - **S6 arrival order.** Per fair lock, of two sections granted it after
+//!   waiting in its line, the one the server saw arrive first carries the
+//!   lower fence: no grant overtook a waiter still in line. (A waiter whose
+//!   place ran out, its process stalled past the place's lease, waits
+//!   again with a new arrival, and is judged by that one.)
 //!
 //! The [`Verdict`] also counts what the run exercised (handoffs, loss
 //! signals, refused stale writes, faults that hit a section), and
@@ -63,6 +69,7 @@
 pub mod check;
 pub mod event;
 pub mod faults;
+pub mod order;
 pub mod store;
 
 pub use check::{Minimums, Section, Verdict, check, reconstruct};

@@ -30,4 +30,9 @@ async fn a_limit_too_large(t: u32) -> Result<u32, LockError> {
     Ok(t)
 }
 
+#[distributed_lock(key = "render:<t>", limit = 4, fair = true)]
+async fn fair_beside_a_limit(t: u32) -> Result<u32, LockError> {
+    Ok(t)
+}
+
 fn main() {}

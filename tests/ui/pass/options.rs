@@ -30,7 +30,19 @@ async fn locker_parameter(locker: &Locker, id: u64) -> Result<u64, LockError> {
     Ok(id)
 }
 
+#[distributed_lock(key = "queue:<id>", fair = true, ttl = "3s", wait = "10s")]
+async fn served_in_arrival_order(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
+#[distributed_lock(key = "order:<id>", fair = false)]
+async fn plain_when_said(id: u64) -> Result<u64, LockError> {
+    Ok(id)
+}
+
 fn main() {
     let _ = every_option(1);
+    let _ = served_in_arrival_order(1);
+    let _ = plain_when_said(1);
     let _ = renamed(1);
 }

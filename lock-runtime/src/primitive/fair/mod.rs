@@ -109,6 +109,27 @@ impl Fair {
     }
 }
 
+/// What the fair lock's scripts run beyond the exclusive lock's: its line
+/// is a sorted set.
+const COMMANDS: &str = "+zadd +zrem +zscore +zrange +zrangebyscore";
+
+/// A script refused one of the fair lock's commands (the connect-time
+/// check covers only what every lock needs): a [`LockError::Config`] that
+/// says what to grant.
+fn not_permitted(err: LockError) -> LockError {
+    match &err {
+        LockError::Redis(redis)
+            if redis.code() == Some("NOPERM")
+                || redis.to_string().contains("can't run this command") =>
+        {
+            LockError::config(format!(
+                "the Redis user may not run the fair lock's commands on its keys ({redis}); grant it `{COMMANDS}` (the least-privilege ACL: see the README, \"Least privilege\")"
+            ))
+        }
+        _ => err,
+    }
+}
+
 fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis())
         .unwrap_or(u64::MAX)
@@ -177,14 +198,15 @@ impl Primitive for Fair {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
                 Ok(answer) => Ok(self.read_acquire(&answer)),
                 Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
-                Err(err) => Err(err),
+                Err(err) => Err(not_permitted(err)),
             };
         };
         // A grant too few replicas confirmed is handed on again (on the
         // same connection, after the WAIT) before the error.
         let (answer, acked) = node
             .run_then_wait::<Vec<i64>>(attempt.route, &call, ack)
-            .await?;
+            .await
+            .map_err(not_permitted)?;
         let reply = self.read_acquire(&answer);
         let AcquireReply::Acquired { fence } = reply else {
             return Ok(reply);
@@ -263,11 +285,15 @@ impl Fair {
             return Err(LockError::config("a fair lock is not taken on Redlock"));
         };
         let mut call = self.call(&scripts::RELEASE);
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::LifoLine) {
+            call = self.call(&scripts::LIFO_RELEASE);
+        }
         call.arg(token.as_str())
             .arg(fence)
             .arg(&self.channel)
             .arg(node.publish_command());
-        let released: i64 = node.run(route, &call).await?;
+        let released: i64 = node.run(route, &call).await.map_err(not_permitted)?;
         Ok(released == 1)
     }
 }

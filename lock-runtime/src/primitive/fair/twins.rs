@@ -36,16 +36,40 @@ fn arrival(token: &str) -> String {
 /// Arrivals are scored this far below zero (see `scripts/mod.rs`).
 const ARRIVALS_BELOW: i64 = 10_000_000_000_000_000;
 
+/// Which end of the line a hand-over reads: the oldest arrival, or (a
+/// sabotaged release only) the newest.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LineEnd {
+    Oldest,
+    #[cfg_attr(not(feature = "sabotage"), allow(dead_code))]
+    Newest,
+}
+
 /// The first waiter in `line` whose place is alive at `now`, with its
 /// place's deadline; arrivals of waiters whose place ran out leave on the
 /// way. `take`: its own entries leave too (it is handed the lock).
 fn first_alive(keys: &mut Keyspace, line: &str, now: i64, take: bool) -> Option<(String, i64)> {
+    alive_from(keys, line, now, take, LineEnd::Oldest)
+}
+
+fn alive_from(
+    keys: &mut Keyspace,
+    line: &str,
+    now: i64,
+    take: bool,
+    from: LineEnd,
+) -> Option<(String, i64)> {
     loop {
-        let (first, _) = keys
+        let arrivals = keys
             .zmembers(line)
             .into_iter()
-            .filter(|(_, score)| *score < 0)
-            .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))?;
+            .filter(|(_, score)| *score < 0);
+        let order =
+            |a: &(String, i64), b: &(String, i64)| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0));
+        let (first, _) = match from {
+            LineEnd::Oldest => arrivals.min_by(order)?,
+            LineEnd::Newest => arrivals.max_by(order)?,
+        };
         let waiter = first.strip_suffix('<').unwrap_or(&first).to_owned();
         let deadline = keys
             .zscore(line, &waiter)
@@ -97,7 +121,11 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     if !waits {
         return Ok(Value::Array(vec![int(0), int(left), int(0)]));
     }
-    let arrived = match keys.zscore(line, &arrival(token)) {
+    // A waiter without a live place arrives now (see `acquire.lua`).
+    let placed = keys
+        .zscore(line, token)
+        .is_some_and(|deadline| deadline > now);
+    let arrived = match keys.zscore(line, &arrival(token)).filter(|_| placed) {
         Some(arrived) => arrived,
         None => {
             keys.zadd(line, fence - ARRIVALS_BELOW, &arrival(token));
@@ -117,6 +145,16 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
 
 /// [`super::scripts::RELEASE`].
 pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
+    release_from(keys, k, a, LineEnd::Oldest)
+}
+
+/// [`super::scripts::LIFO_RELEASE`].
+#[cfg(feature = "sabotage")]
+pub(super) fn lifo_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value, String> {
+    release_from(keys, k, a, LineEnd::Newest)
+}
+
+fn release_from(keys: &mut Keyspace, k: &Words, a: &Words, from: LineEnd) -> Result<Value, String> {
     let (lock, line) = keys2(k)?;
     let token = nth(a, 1, "ARGV")?;
     let given = number(nth(a, 2, "ARGV")?, "the fence")?;
@@ -126,7 +164,7 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
         return Ok(int(0));
     }
     let now = keys.now_ms();
-    let Some((next, deadline)) = first_alive(keys, line, now, true) else {
+    let Some((next, deadline)) = alive_from(keys, line, now, true, from) else {
         keys.del(lock);
         return Ok(int(1));
     };
@@ -241,6 +279,23 @@ mod tests {
         try_as(&mut keys, "t4", true);
         assert_eq!(release_as(&mut keys, "t4", 0), 0);
         assert_eq!(keys.zscore("l:{a}:fair:q", "t4"), None);
+    }
+
+    #[test]
+    fn a_waiter_whose_place_ran_out_arrives_again_behind_those_that_kept_theirs() {
+        let start = Instant::now();
+        let mut keys = Keyspace::default();
+        keys.begin(start, None);
+        try_as(&mut keys, "t1", true);
+        let stalled = try_as(&mut keys, "t2", true);
+        keys.begin(start + Duration::from_millis(200), None);
+        let kept = try_as(&mut keys, "t3", true);
+        // t2 stalled past its place's lease; t3 renewed its own.
+        keys.begin(start + Duration::from_millis(400), None);
+        try_as(&mut keys, "t3", true);
+        let again = try_as(&mut keys, "t2", true);
+        assert!(again[3] > kept[3], "{again:?} came back ahead of {kept:?}");
+        assert!(again[3] > stalled[3]);
     }
 
     #[test]

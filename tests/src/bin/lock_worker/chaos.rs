@@ -12,6 +12,9 @@
 //! lock for one and a half leases, so that the watchdog has to renew it.
 //! One task in four runs its sections with `on_lost = "continue"` (a holder
 //! that ignores the signal and writes late, for the fence to refuse).
+//! With `CHAOS_FAIR=1`, one task in four takes fair locks instead, on
+//! resources of their own (`fair-r0`, ...), and records when the server
+//! saw each section arrive in line, for the checker's order rule.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -84,10 +87,11 @@ impl Section {
         }
     }
 
-    /// The critical section; `done` is recorded when its body returns, with
-    /// or without an error (a cancelled body never records it).
-    async fn run(&self) -> Result<(), LockError> {
-        let result = self.body().await;
+    /// The critical section under `lock` (None: not inside a lock, an
+    /// error); `done` is recorded when its body returns, with or without an
+    /// error (a cancelled body never records it).
+    async fn run(&self, lock: Option<lock_runtime::LockHandle>) -> Result<(), LockError> {
+        let result = self.body(lock).await;
         self.history.record(Event::Done {
             sid: self.sid.clone(),
             t: monotonic_ns(),
@@ -97,8 +101,8 @@ impl Section {
 
     /// Work, a fenced write, more work (long for one section in eight),
     /// another fenced write, a little more work.
-    async fn body(&self) -> Result<(), LockError> {
-        let Some(lock) = lock_runtime::current() else {
+    async fn body(&self, lock: Option<lock_runtime::LockHandle>) -> Result<(), LockError> {
+        let Some(lock) = lock else {
             return Err(LockError::Config(
                 "a chaos section ran without a lock".into(),
             ));
@@ -155,14 +159,46 @@ impl Section {
 /// Cancelled at the next await once the lock is known lost (the default).
 #[distributed_lock(key = "chaos:<key>", ttl = "1s", wait = "3s")]
 async fn cancelled_on_loss(key: &str, section: &Section) -> Result<(), LockError> {
-    section.run().await
+    section.run(lock_runtime::current()).await
 }
 
 /// Finishes even after a loss: its late writes reach the store, which must
 /// refuse them once a newer owner wrote.
 #[distributed_lock(key = "chaos:<key>", ttl = "1s", wait = "3s", on_lost = "continue")]
 async fn finished_after_loss(key: &str, section: &Section) -> Result<(), LockError> {
-    section.run().await
+    section.run(lock_runtime::current()).await
+}
+
+/// The fair lock, taken as the attribute takes a lock with
+/// `on_lost = "cancel"` (its guard says when the server saw it arrive):
+/// the body is dropped once the lock is known lost, and a body that
+/// finished after its lease ran out answers `Lost`.
+async fn fairly(section: &Section) -> Result<(), LockError> {
+    let name = format!("chaos:{}", section.key);
+    let guard = lock_runtime::global()?
+        .fair_lock(name.as_str())
+        .ttl(TTL)
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await?;
+    if let Some(arrival) = guard.arrival() {
+        section.history.record(Event::Arrived {
+            sid: section.sid.clone(),
+            arrival,
+            t: monotonic_ns(),
+        });
+    }
+    let lock = guard.handle();
+    let result = tokio::select! {
+        biased;
+        () = lock.lost() => Err(LockError::Lost { key: name }),
+        result = section.run(Some(lock.clone())) => match result {
+            Ok(()) if !lock.is_held() => Err(LockError::Lost { key: name }),
+            other => other,
+        },
+    };
+    let _ = guard.release().await;
+    result
 }
 
 /// Runs the worker until its deadline.
@@ -195,6 +231,7 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
         file: Mutex::new(file),
     });
     println!("ready");
+    let fair = std::env::var("CHAOS_FAIR").is_ok_and(|on| on == "1");
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let sections = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -208,6 +245,7 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
             } else {
                 Mode::Cancel
             };
+            let fair = fair && task % 4 == 1;
             let mut round = 0u64;
             while Instant::now() < deadline {
                 round += 1;
@@ -217,14 +255,18 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
                     store: store.clone(),
                     script: redis::Script::new(STORE_SCRIPT),
                     sid: format!("{worker}.{seq}"),
-                    key: format!("r{}", random.below(resources)),
+                    key: format!(
+                        "{}r{}",
+                        if fair { "fair-" } else { "" },
+                        random.below(resources)
+                    ),
                     pause: Duration::from_millis(1 + random.below(4)),
                     long: round.is_multiple_of(8),
                     told: Arc::default(),
                     watcher: Mutex::new(None),
                     lock: Mutex::new(None),
                 };
-                let outcome = one_section(&section, mode).await;
+                let outcome = one_section(&section, mode, fair).await;
                 if matches!(outcome, Outcome::Error | Outcome::Timeout) {
                     // Not a busy loop while the lock service is down.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -243,8 +285,8 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// One section, from `invoke` to `end`.
-async fn one_section(section: &Section, mode: Mode) -> Outcome {
+/// One section, from `invoke` to `end`; of a fair lock if `fair`.
+async fn one_section(section: &Section, mode: Mode, fair: bool) -> Outcome {
     section.history.record(Event::Invoke {
         sid: section.sid.clone(),
         key: section.key.clone(),
@@ -252,6 +294,7 @@ async fn one_section(section: &Section, mode: Mode) -> Outcome {
         t: monotonic_ns(),
     });
     let result = match mode {
+        _ if fair => fairly(section).await,
         Mode::Cancel => cancelled_on_loss(&section.key, section).await,
         Mode::Continue => finished_after_loss(&section.key, section).await,
     };

@@ -52,8 +52,15 @@ if ARGV[4] ~= '1' then
     return {0, left, 0}
 end
 local arrival = tonumber(redis.call('ZSCORE', KEYS[2], token .. '<'))
+local place = tonumber(redis.call('ZSCORE', KEYS[2], token))
+if not place or place <= now then
+    -- No live place: it arrives now. (The arrival of a place that ran
+    -- out, not reaped yet, would put it back ahead of the waiters that
+    -- kept theirs.)
+    arrival = nil
+end
 if not arrival then
-    -- Its arrival, once: when the server first saw it (µs), below zero.
+    -- Its arrival: when the server first saw it wait (µs), below zero.
     arrival = fence - 1e16
     redis.call('ZADD', KEYS[2], string.format('%.0f', arrival), token .. '<')
 end

@@ -44,3 +44,20 @@ pub(crate) static ACQUIRE: LazyLock<LuaScript> =
 /// caller's.
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::with_twin(include_str!("release.lua"), twins::release));
+
+/// A broken release, for the `sabotage` feature only: hands the lock to
+/// the newest live waiter (the line read from its end).
+#[cfg(feature = "sabotage")]
+pub(crate) static LIFO_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    let (first, last) = (
+        "'ZRANGEBYSCORE', KEYS[2], '-inf', '(0'",
+        "'ZREVRANGEBYSCORE', KEYS[2], '(0', '-inf'",
+    );
+    let source = include_str!("release.lua");
+    assert!(
+        source.contains(first),
+        "release.lua reads its line differently"
+    );
+    let source: &'static str = Box::leak(source.replacen(first, last, 1).into_boxed_str());
+    LuaScript::with_twin(source, twins::lifo_release)
+});
