@@ -135,6 +135,27 @@ impl Semaphore {
     }
 }
 
+/// What the semaphore's scripts run beyond the exclusive lock's: it is a
+/// sorted set.
+const COMMANDS: &str = "+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zcount";
+
+/// A script refused one of the semaphore's commands (the connect-time
+/// check covers only what every lock needs): a [`LockError::Config`] that
+/// says what to grant.
+fn not_permitted(err: LockError) -> LockError {
+    match &err {
+        LockError::Redis(redis)
+            if redis.code() == Some("NOPERM")
+                || redis.to_string().contains("can't run this command") =>
+        {
+            LockError::config(format!(
+                "the Redis user may not run the semaphore's commands on its keys ({redis}); grant it `{COMMANDS}`"
+            ))
+        }
+        _ => err,
+    }
+}
+
 fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis())
         .unwrap_or(u64::MAX)
@@ -194,14 +215,15 @@ impl Primitive for Semaphore {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
                 Ok(answer) => self.read_acquire(&answer),
                 Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
-                Err(err) => Err(err),
+                Err(err) => Err(not_permitted(err)),
             };
         };
         // A grant too few replicas confirmed is given back (on the same
         // connection, after the WAIT) before the error.
         let (answer, acked) = node
             .run_then_wait::<Vec<i64>>(attempt.route, &call, ack)
-            .await?;
+            .await
+            .map_err(not_permitted)?;
         let reply = self.read_acquire(&answer)?;
         if !matches!(reply, AcquireReply::Acquired { .. }) || acked >= ack.replicas {
             return Ok(reply);
@@ -265,7 +287,7 @@ impl Semaphore {
             .arg(token.as_str())
             .arg(&self.channel)
             .arg(node.publish_command());
-        let released: i64 = node.run(route, &call).await?;
+        let released: i64 = node.run(route, &call).await.map_err(not_permitted)?;
         Ok(released == 1)
     }
 
