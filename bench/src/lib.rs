@@ -30,6 +30,7 @@ pub mod report;
 pub mod results;
 pub mod samples;
 pub mod scenarios;
+pub mod semaphore;
 pub mod server;
 pub mod setup;
 pub mod summary;

@@ -12,7 +12,11 @@ use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 use crate::mode::{self, Mode};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `locker` and `crate`";
+const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `limit`, `permits`, `locker` and `crate`";
+
+/// The runtime's `SEMAPHORE_MAX_LIMIT`: every acquisition of a semaphore
+/// reads the claims of every permit held.
+const MAX_LIMIT: u32 = 1024;
 
 /// What to do when the lock is lost while the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +57,18 @@ pub(crate) struct Complete {
     pub(crate) reentrant: bool,
     pub(crate) max_hold: Option<DurationArg>,
     pub(crate) mode: Mode,
+    /// `limit` and `permits`: the call takes permits of a semaphore
+    /// instead of the lock.
+    pub(crate) semaphore: Option<Permits>,
     pub(crate) locker: Option<Expr>,
     pub(crate) krate: Option<Path>,
+}
+
+/// `limit = K` (and `permits = n`, default 1).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Permits {
+    pub(crate) limit: u32,
+    pub(crate) permits: u32,
 }
 
 /// `name = value`, before its value is checked.
@@ -118,8 +132,14 @@ impl LockArgs {
                     .and_then(|lit| max_hold(&lit))
                     .map(|d| args.max_hold = Some(d)),
                 "watchdog" => boolean(&value, &label).map(|b| args.watchdog = Some(b)),
-                "reentrant" => boolean(&value, &label).map(|b| args.reentrant = Some(b)),
-                "fair" => boolean(&value, &label).map(|b| args.fair = Some(b)),
+                "reentrant" => boolean(&value, &label).map(|b| {
+                    args.reentrant = Some(b);
+                    args.reentrant_at = Some(name.span());
+                }),
+                "fair" => boolean(&value, &label).map(|b| {
+                    args.fair = Some(b);
+                    args.fair_at = Some(name.span());
+                }),
                 "on_lost" => string(&value, &label)
                     .and_then(|lit| on_lost(&lit))
                     .map(|o| args.on_lost = Some(o)),
@@ -132,6 +152,8 @@ impl LockArgs {
                         args.mode = Some(m);
                         args.mode_span = Some(span);
                     }),
+                "limit" => count(&value, &label, MAX_LIMIT).map(|n| args.limit = Some((n, name.span()))),
+                "permits" => count(&value, &label, MAX_LIMIT).map(|n| args.permits = Some((n, name.span()))),
                 "locker" => {
                     args.locker = Some(value);
                     Ok(())
@@ -168,6 +190,7 @@ impl LockArgs {
                 "`mode` takes a side of the read/write lock and `fair = true` takes the fair lock: a call takes one lock; leave one of them out",
             ));
         }
+        args.check_semaphore(errors);
         // A `key` that was given but invalid already has its own error.
         if !seen.iter().any(|label| label == "key") {
             errors.push(syn::Error::new(
@@ -193,6 +216,10 @@ impl LockArgs {
             reentrant: rest.reentrant.unwrap_or(true),
             max_hold: rest.max_hold,
             mode: rest.mode.unwrap_or(Mode::Exclusive),
+            semaphore: rest.limit.map(|(limit, _)| Permits {
+                limit,
+                permits: rest.permits.map_or(1, |(permits, _)| permits),
+            }),
             locker: rest.locker,
             krate: rest.krate,
         })
@@ -213,8 +240,50 @@ struct Partial {
     mode: Option<Mode>,
     /// Where `mode` was set, for a mistake that involves it.
     mode_span: Option<Span>,
+    /// With where each was written, for the errors that relate them.
+    limit: Option<(u32, Span)>,
+    permits: Option<(u32, Span)>,
+    reentrant_at: Option<Span>,
+    fair_at: Option<Span>,
     locker: Option<Expr>,
     krate: Option<Path>,
+}
+
+impl Partial {
+    /// The mistakes only the semaphore's arguments together can make.
+    fn check_semaphore(&mut self, errors: &mut Errors) {
+        match (self.limit, self.permits) {
+            (None, Some((_, at))) => errors.push(syn::Error::new(
+                at,
+                "`permits` needs `limit`: write `limit = 4, permits = 2` to take 2 of a semaphore's 4 permits",
+            )),
+            (Some((limit, _)), Some((permits, at))) if permits > limit => {
+                errors.push(syn::Error::new(
+                    at,
+                    format!("`permits = {permits}` is more than `limit = {limit}`: the call could never run"),
+                ));
+            }
+            _ => {}
+        }
+        if let (Some(_), Some(at)) = (self.limit, self.reentrant_at) {
+            errors.push(syn::Error::new(
+                at,
+                "`reentrant` is for a lock; a call with `limit` takes permits of its own, nested or not",
+            ));
+        }
+        if let (Some(_), Some(true), Some(at)) = (self.limit, self.fair, self.fair_at) {
+            errors.push(syn::Error::new(
+                at,
+                "`fair` is for a lock; a call with `limit` takes permits of a semaphore, which keeps no line",
+            ));
+        }
+        if let (Some(_), Some(at)) = (self.limit, self.mode_span) {
+            errors.push(syn::Error::new(
+                at,
+                "`mode` takes a side of the read/write lock and `limit` takes permits of a semaphore: a call takes one; leave one of them out",
+            ));
+        }
+    }
 }
 
 /// `value` without the invisible groups a `macro_rules!` fragment adds.
@@ -247,6 +316,31 @@ fn boolean(value: &Expr, name: &str) -> syn::Result<bool> {
         other => Err(syn::Error::new_spanned(
             other,
             format!("`{name}` takes `true` or `false`"),
+        )),
+    }
+}
+
+/// A whole number from 1 to `most`, written as a literal.
+fn count(value: &Expr, name: &str, most: u32) -> syn::Result<u32> {
+    let example = if name == "limit" {
+        "`limit = 4`"
+    } else {
+        "`permits = 2`"
+    };
+    let Expr::Lit(ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = ungrouped(value)
+    else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes a whole number, e.g. {example}"),
+        ));
+    };
+    match lit.base10_parse::<u32>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(n),
+        _ => Err(syn::Error::new(
+            lit.span(),
+            format!("`{name}` must be 1 to {most}"),
         )),
     }
 }

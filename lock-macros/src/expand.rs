@@ -216,6 +216,12 @@ fn locked(
     };
     let (ttl, wait) = (duration(&args.ttl), duration(&args.wait));
     let max_hold = duration(&args.max_hold);
+    let semaphore = match args.semaphore {
+        Some(crate::args::Permits { limit, permits }) => quote! {
+            ::core::option::Option::Some(#private::Permits { limit: #limit, permits: #permits })
+        },
+        None => quote!(::core::option::Option::None),
+    };
     let template = args.key.text();
     let watchdog = args.watchdog.unwrap_or(true);
     let reentrant = args.reentrant;
@@ -273,6 +279,7 @@ fn locked(
                 reentrant: #reentrant,
                 max_hold: #max_hold,
                 mode: #mode,
+                semaphore: #semaphore,
                 template: #template,
             },
             #body_future,

@@ -86,6 +86,14 @@ use proc_macro::TokenStream;
 ///   `max_hold` do not apply; its `on_lost` does. A nested call moved out
 ///   of the body it is nested in is stopped with `LockError::Lost` when that
 ///   body ends, before the lock is let go. Other tasks wait as usual.
+/// - **A semaphore**: with `limit = K` the call takes `permits` (one by
+///   default) of the semaphore `key` rather than its lock, so that at most
+///   `K` permits run at once across every process
+///   (`#[distributed_lock(key = "render:<tenant>", limit = 4)]`). The
+///   permits are a lease like a lock's, renewed and lost the same way.
+///   Calls do not nest: one inside the body takes permits of its own,
+///   and `reentrant` is an error there. `lock_runtime::current()` names
+///   no semaphore.
 /// - **Losing the lock**: the watchdog renews the lease every ttl/3 while
 ///   the body runs and learns of a loss before the key can expire on the
 ///   server; under `on_lost = "cancel"` the body is dropped at its next
@@ -108,6 +116,8 @@ use proc_macro::TokenStream;
 /// | `on_lost = "cancel"` | `"cancel"` | on loss, drop the body at its next `.await` and return `Err(LockError::Lost)`; `"continue"` lets it finish and logs the loss |
 /// | `on_release_error = "warn"` | `"warn"` | when the release after the body fails (the lock then stays until its lease ends): `"warn"` returns the body's output, logs the failure and counts it (`LockerStats::release_errors`, `lock_release_errors_total`), since what the body did took effect and a caller told otherwise might run it again; `"fail"` returns `Err(LockError::ReleaseFailed)` instead |
 /// | `reentrant = true` | `true` | nesting as above; `false` makes a nested call fail at once with `LockError::HeldByThisTask` |
+/// | `limit = 4` | none | the call takes a permit of the semaphore `key` instead of the lock: at most `limit` permits are held at once, across every process; every caller of one key names the same limit (1 to 1024) |
+/// | `permits = 2` | `1` | with `limit`: how many permits the call takes, all or none (at most `limit`) |
 /// | `max_hold = "5m"` | none | the longest the lock may be held: then it is no longer renewed, the body is stopped with `LockError::HoldCapExceeded` (told and left to run under `on_lost = "continue"`), and the lock is given back |
 /// | `mode = "read"` | none: the exclusive lock | `"read"` or `"write"`: that side of the read/write lock of the key (`Locker::read_lock`, `Locker::write_lock`), another lock than the exclusive lock of the same name. Readers run beside each other, a writer alone, and a waiting writer goes first. Nested in a holder of the same key: a read runs under a read or a write, a write under a write; a write nested in a read fails at once with `LockError::UpgradeRefused` (a read is never upgraded). Not on Redlock (`LockError::Config`) |
 /// | `locker = expr` | the global locker (`lock_runtime::init`) | a `Locker` (`self.locker`, a parameter, `shop.locker` of an extractor's binding) or a static `OnceLock<Locker>` |
@@ -120,7 +130,9 @@ use proc_macro::TokenStream;
 /// duration, a zero ttl, an unknown or repeated argument, a missing `key`, a
 /// value of the wrong type, an `on_lost` other than `"cancel"`/`"continue"`
 /// (or an `on_release_error` other than `"warn"`/`"fail"`, a `mode` other
-/// than `"read"`/`"write"`, or a `mode` beside `fair = true`),
+/// than `"read"`/`"write"`, or a `mode` beside `fair = true` or `limit`),
+/// a `limit` or `permits` that is not 1 to 1024, `permits` above `limit`
+/// or without it, `reentrant` beside `limit`,
 /// a non-async fn, a return type that is not a `Result` (at the return
 /// type), an error type without `From<LockError>` (at the error type), the
 /// attribute on something that is not a function. The original item is

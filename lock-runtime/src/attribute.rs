@@ -15,6 +15,7 @@ use crate::host::Host;
 use crate::locker::Locker;
 
 mod mode;
+mod permits;
 
 use self::mode::BodyGuard;
 pub use self::mode::Mode;
@@ -41,9 +42,22 @@ pub struct Options {
     pub max_hold: Option<Duration>,
     /// `mode = ".."`: the exclusive lock, or a side of the read/write lock.
     pub mode: Mode,
+    /// `limit = ..` (and `permits = ..`): the call takes permits of a
+    /// semaphore, not the lock.
+    pub semaphore: Option<Permits>,
     /// The key template as written (`"stock:<sku>"`): the bounded name of
     /// the lock in metrics and traces.
     pub template: &'static str,
+}
+
+/// `limit = K, permits = n`: how many of a semaphore's permits a call
+/// takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Permits {
+    /// `limit = ..`.
+    pub limit: u32,
+    /// `permits = ..` (1 when not written).
+    pub permits: u32,
 }
 
 /// What an annotated call answers when the release after its body failed
@@ -74,6 +88,9 @@ pub async fn run_locked<F: Future>(
     // it would make each annotated layer's future several times the size of
     // the one it calls (nested annotated calls then overflow a stack).
     let body = Box::pin(body);
+    if let Some(permits) = options.semaphore {
+        return permits::run_with_permits(&locker, key, permits, options, body).await;
+    }
     if let Some(holder) = held_by_this_task(locker.core(), &key, options.nests_under()) {
         if let Some(refused) = options.mode.refused_under(holder.kind, &key) {
             return Err(refused);

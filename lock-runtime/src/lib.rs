@@ -109,6 +109,9 @@ pub use primitive::fair::guard::FairGuard;
 pub use primitive::fair::request::FairLockRequest;
 pub use primitive::read_write::guard::{ReadGuard, WriteGuard};
 pub use primitive::read_write::request::{ReadLockRequest, WriteLockRequest};
+pub use primitive::semaphore::SEMAPHORE_MAX_LIMIT;
+pub use primitive::semaphore::guard::PermitGuard;
+pub use primitive::semaphore::request::SemaphoreRequest;
 
 /// The guide: how the library works, what it guarantees, each deployment,
 /// operations, testing, and the chaos suite that checks it. The same pages

@@ -22,6 +22,8 @@ pub(crate) enum Sabotage {
     /// is dropped without a word, and a body's end does not check its
     /// lease: a holder that was frozen finishes its stale work untold.
     SilentAfterStall,
+    /// A semaphore grants one permit more than its limit.
+    OverLimit,
     /// A fair lock's release hands the lock to the newest live waiter
     /// instead of the oldest: a grant overtakes the line.
     LifoLine,
@@ -35,6 +37,7 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("blind-release") => Some(Sabotage::BlindRelease),
         Ok("same-fence-pass") => Some(Sabotage::SameFencePass),
         Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
+        Ok("over-limit") => Some(Sabotage::OverLimit),
         Ok("lifo-line") => Some(Sabotage::LifoLine),
         _ => None,
     })

@@ -171,12 +171,18 @@ impl Site {
     /// Deletes lock `name` behind its holder's back, as an operator or
     /// another client could.
     pub fn delete(&self, name: &str) {
+        self.delete_of(name, "");
+    }
+
+    /// [`Self::delete`] for the primitive whose key follows the lock key
+    /// with `kind` (`:sem` for a semaphore).
+    pub fn delete_of(&self, name: &str, kind: &str) {
         match (&self.store, self.servers) {
             (Some(store), _) => {
                 store.expire(name);
             }
             (None, Some(servers)) => {
-                let key = self.key(name);
+                let key = format!("{}{kind}", self.key(name));
                 for server in servers.holding(&key) {
                     server.cmd(&["DEL", &key]);
                 }
@@ -235,10 +241,16 @@ impl Site {
     /// waiter of the in-memory store, or a subscriber of its release
     /// channel on the server where a release publishes it.
     pub fn has_waiter(&self, name: &str) -> bool {
+        self.has_waiter_of(name, "")
+    }
+
+    /// [`Self::has_waiter`] for the primitive whose keys follow the lock
+    /// key with `kind` (`:sem` for a semaphore).
+    pub fn has_waiter_of(&self, name: &str, kind: &str) -> bool {
         match (&self.store, self.servers) {
             (Some(store), _) => store.waiting(name) > 0,
             (None, Some(servers)) => {
-                let channel = format!("{}:released", self.key(name));
+                let channel = format!("{}{kind}:released", self.key(name));
                 let numsub = |server: &RedisServer, command: &str| -> i64 {
                     match server.cmd(&["PUBSUB", command, &channel]) {
                         redis::Value::Array(reply) => match reply.get(1) {
@@ -317,10 +329,16 @@ impl Site {
 
     /// Whether anything of lock `name` is left where it would be stored.
     pub fn exists(&self, name: &str) -> bool {
+        self.exists_of(name, "")
+    }
+
+    /// [`Self::exists`] for the primitive whose key follows the lock key
+    /// with `kind` (`:sem` for a semaphore).
+    pub fn exists_of(&self, name: &str, kind: &str) -> bool {
         match (&self.store, self.servers) {
-            (Some(store), _) => store.holders().iter().any(|held| held.name == name),
+            (Some(store), _) => !store.keys_of(name).is_empty(),
             (None, Some(servers)) => {
-                let key = self.key(name);
+                let key = format!("{}{kind}", self.key(name));
                 servers
                     .holding(&key)
                     .iter()

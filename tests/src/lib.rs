@@ -23,6 +23,8 @@
 //! - [`tls`]: a private CA made at run time, and servers that speak TLS.
 //! - [`conformance`]: the deployments the conformance suite holds every
 //!   backend to, one [`conformance::Site`] per test.
+//! - [`permits`]: the semaphore's chaos checker (never more than the limit
+//!   held at once by holds that were not told of a loss).
 //!
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
@@ -34,6 +36,7 @@ pub mod fault_proxy;
 pub mod fixtures;
 pub mod history;
 pub mod net;
+pub mod permits;
 pub use lock_servers::redis_server;
 pub mod sentinel;
 pub mod starvation;

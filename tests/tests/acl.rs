@@ -1,6 +1,6 @@
 //! The smallest ACL a lock user needs (the README's, word for word): the
 //! whole exclusive-lock path runs as that user on one server and on a
-//! Cluster, and the fair lock's with the commands it adds; a missing permission is a `LockError` naming the command; two
+//! Cluster, and the fair lock's and the semaphore's with the commands they add; a missing permission is a `LockError` naming the command; two
 //! lockers with their own prefixes and users cannot touch each other's locks.
 
 use lock_runtime::{LockConfig, LockError, Locker};
@@ -375,4 +375,59 @@ async fn a_fair_lock_without_its_commands_is_refused_by_name() {
     assert!(!exists(&server, "orders:lock:{stock:42}:fair"));
     let plain = locker.lock("stock:42").acquire().await.unwrap();
     assert!(plain.release().await.unwrap());
+}
+
+/// What the semaphore adds: it is a sorted set, reaped by score.
+const SEMAPHORE_EXTRA: &str =
+    "+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zcount";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_with_the_semaphores_commands_runs_its_whole_path() {
+    let server = RedisServer::start();
+    let rules = format!("{LOCK_USER} {SEMAPHORE_EXTRA}");
+    set_user(&server, "orders", "orders:lock:", &rules);
+    let url = url_as("orders", server.port());
+    let connect = || Locker::connect(config(&url).key_prefix("orders:lock:"));
+    let (holder, waiter) = (connect().await.unwrap(), connect().await.unwrap());
+    let ttl = lock_tests::fixtures::STALL_PROOF_TTL;
+    let held = holder
+        .semaphore("renders", 1)
+        .ttl(ttl)
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let request = waiter.semaphore("renders", 1).ttl(ttl);
+        let taken = request
+            .wait(std::time::Duration::from_secs(60))
+            .acquire()
+            .await;
+        taken.unwrap().release().await.unwrap()
+    });
+    // Renewed past its ttl, then given back to the waiter.
+    tokio::time::sleep(ttl * 2).await;
+    assert!(held.is_held());
+    assert!(held.release().await.unwrap());
+    assert!(waiting.await.unwrap());
+    assert!(!exists(&server, "orders:lock:{renders}:sem"));
+}
+
+/// Without them, a semaphore is refused with what to grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_without_its_commands_is_refused_by_name() {
+    let server = RedisServer::start();
+    set_user(&server, "orders", "orders:lock:", LOCK_USER);
+    let url = url_as("orders", server.port());
+    let locker = Locker::connect(config(&url).key_prefix("orders:lock:"))
+        .await
+        .unwrap();
+    let err = locker.semaphore("renders", 2).acquire().await.unwrap_err();
+    let LockError::Config(text) = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        text.contains(&format!("grant it `{SEMAPHORE_EXTRA}`")),
+        "{text}"
+    );
+    assert!(!exists(&server, "orders:lock:{renders}:sem"));
 }

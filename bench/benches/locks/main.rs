@@ -29,6 +29,7 @@ use lock_bench::scenarios::{
     HANDOFF, MACRO_OVERHEAD, PARALLEL_64, UNCONTENDED_PAIR, WATCHDOG_SCALE, handoff, parallel,
     uncontended, watchdog_scale,
 };
+use lock_bench::semaphore::SemaphoreContender;
 use lock_bench::server::{self, Admin};
 use lock_bench::setup::{self, REDLOCK_MASTERS, Setup};
 use lock_bench::targets::{self, RoundTrips, pool_name};
@@ -173,6 +174,8 @@ enum Implementation {
     MacroPair,
     /// The project's read/write lock, each pair taking this side.
     ReadWrite(Side),
+    /// One permit of the project's semaphore of this many permits.
+    Semaphore(u32),
 }
 
 impl Implementation {
@@ -189,6 +192,7 @@ impl Implementation {
             Self::Fair => "fair".to_owned(),
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
             Self::ReadWrite(side) => side.name().to_owned(),
+            Self::Semaphore(limit) => format!("semaphore_{limit}"),
         }
     }
 
@@ -211,9 +215,12 @@ impl Implementation {
                 all.extend(Self::READ_WRITE);
                 all
             }
+            // The read/write lock's and the semaphore's pairs beside the
+            // exclusive lock's.
             UNCONTENDED_PAIR => {
                 let mut all = vec![Self::Project(None), Self::Raw, Self::Rslock];
                 all.extend(Self::READ_WRITE);
+                all.extend([Self::Semaphore(1), Self::Semaphore(8)]);
                 all
             }
             HANDOFF => vec![Self::Project(None), Self::Fair, Self::Raw, Self::Rslock],
@@ -348,6 +355,10 @@ async fn run_one(
             drive(scenario, connect, context, LockConfig::DEFAULT_POOL_SIZE)
                 .await
                 .map(single)
+        }
+        Implementation::Semaphore(limit) => {
+            let connect = || SemaphoreContender::connect(url, limit);
+            drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::Fair => {
             let connect = || FairContender::connect(url);

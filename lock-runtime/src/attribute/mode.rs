@@ -131,6 +131,7 @@ macro_rules! with_options {
         request
     }};
 }
+pub(super) use with_options;
 
 /// Takes the lock the options name for `key` (the macro refuses `fair`
 /// with a `mode`).

@@ -659,6 +659,7 @@ impl<P: Primitive> Attempt<P> {
         let releases = self.core.releases.clone();
         let channel = self.primitive.channel().to_owned();
         let grantee = P::HANDS_OVER.then(|| Grantee::of(self.token.as_str()));
+        let wants = self.primitive.wants();
         let Some(listening) = self.listening() else {
             return false;
         };
@@ -668,6 +669,7 @@ impl<P: Primitive> Attempt<P> {
         if let Ok((subscription, confirmed)) =
             tokio::time::timeout(patience, releases.subscribe(&channel, grantee)).await
         {
+            subscription.wants(wants);
             listening.subscription = Some(subscription);
             listening.confirmed = confirmed;
         }
@@ -681,6 +683,7 @@ impl<P: Primitive> Attempt<P> {
         let releases = self.core.releases.clone();
         let channel = self.primitive.channel().to_owned();
         let grantee = Grantee::of(self.token.as_str());
+        let wants = self.primitive.wants();
         let Some(listening) = self.listening() else {
             return;
         };
@@ -688,6 +691,7 @@ impl<P: Primitive> Attempt<P> {
             return;
         }
         if let Some(subscription) = releases.join_listening(&channel, Some(grantee)) {
+            subscription.wants(wants);
             listening.subscription = Some(subscription);
             listening.confirmed = true;
         }

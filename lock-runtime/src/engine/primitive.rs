@@ -69,6 +69,14 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
         true
     }
 
+    /// How many of the resource's units one waiter of it waits for (a
+    /// semaphore's permits): a release message that says how many units
+    /// are free wakes, in each process, its longest waiters only as long
+    /// as what they wait for fits (see [`crate::engine::wait`]).
+    fn wants(&self) -> usize {
+        1
+    }
+
     /// Whether a hold is passed to the next task of the locker in line
     /// ([`Self::pass`], or in process) and, after the line's share, let go
     /// for the callers outside it ([`Self::yield_to_others`]); otherwise

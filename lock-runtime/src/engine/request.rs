@@ -170,8 +170,8 @@ impl Asked {
 
 /// The builder methods every request shares (`ttl`, `wait`, `watchdog`,
 /// `max_hold`, `template`, `wait_for_replicas`), for a request type
-/// `$request` holding an [`Asked`] in its field `asked` and made by
-/// `locker.$make(key)`.
+/// `$request` holding an [`Asked`] in its field `asked`; `$make` is the
+/// call that makes one in the examples (`lock("nightly-report")`).
 macro_rules! request_options {
     ($request:ident, $make:literal) => {
         impl $request {
@@ -213,7 +213,7 @@ macro_rules! request_options {
             /// ```no_run
             /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
             /// use std::time::Duration;
-            #[doc = concat!("let guard = locker.", $make, "(\"nightly-report\")")]
+            #[doc = concat!("let guard = locker.", $make)]
             ///     .max_hold(Duration::from_secs(300))
             ///     .acquire()
             ///     .await?;

@@ -44,7 +44,7 @@ const COUNTER: &str = "fence-counter";
 const UP_MARK: &str = "up-for";
 
 /// The lock name a release channel `<prefix>{<escaped name>}:released` is
-/// for (or a primitive's own, `<prefix>{<escaped name>}:rw:r:released`);
+/// for, of any primitive (`...}:rw:r:released`, `...}:sem:released`);
 /// None for any other channel.
 pub(crate) fn name_of_channel(channel: &str) -> Option<String> {
     hash_tag::resource_of(channel.strip_suffix(CHANNEL_SUFFIX)?)

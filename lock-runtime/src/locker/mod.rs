@@ -23,6 +23,7 @@ use crate::primitive::exclusive::inspect::LockInfo;
 use crate::primitive::exclusive::request::LockRequest;
 use crate::primitive::fair::request::FairLockRequest;
 use crate::primitive::read_write::request::{ReadLockRequest, WriteLockRequest};
+use crate::primitive::semaphore::request::SemaphoreRequest;
 
 use crate::engine::watchdog::{Watchdog, Watching};
 
@@ -211,6 +212,27 @@ impl Locker {
     /// ```
     pub fn write_lock(&self, key: impl Into<String>) -> WriteLockRequest {
         WriteLockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// Starts a request for permits of the semaphore named `key`, which
+    /// lets at most `limit` permits be held at once across every process
+    /// (one per request unless [`SemaphoreRequest::permits`] says more).
+    /// Each acquisition is a lease the watchdog renews; a holder that dies
+    /// gives its permits back when its lease ends. No set-up step: the
+    /// first request makes the semaphore, and every caller of one
+    /// semaphore must name the same limit (another limit while permits are
+    /// held is a [`LockError::Config`]). Not on Redlock.
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// // At most four renders per tenant, whichever instance runs them.
+    /// let permit = locker.semaphore("render:acme", 4).acquire().await?;
+    /// // ... render ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, key: impl Into<String>, limit: u32) -> SemaphoreRequest {
+        SemaphoreRequest::new(self.core.clone(), key.into(), limit)
     }
 
     /// What the servers know of lock `key` now (as a majority of masters

@@ -11,6 +11,8 @@
 //!   its waiters, handed to the next inside the release.
 //! - [`read_write`]: many readers, each with a lease of its own, or one
 //!   writer; writers go first.
+//! - [`semaphore`]: at most a limit of permits held at once, each
+//!   acquisition a lease, each permit a slot.
 //!
 //! A new primitive is a folder here holding its whole vertical: its
 //! request and guard, its Lua scripts (`.lua` files) with their in-memory
@@ -23,3 +25,4 @@
 pub(crate) mod exclusive;
 pub(crate) mod fair;
 pub(crate) mod read_write;
+pub(crate) mod semaphore;

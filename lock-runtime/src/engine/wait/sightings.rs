@@ -58,9 +58,9 @@ pub(crate) struct Release {
     /// The line that let the lock go for the callers outside it (see the
     /// exclusive lock's `YIELD`), when it was one: no news to that line.
     pub(crate) yielded_by: Option<LineId>,
-    /// How many of a process's waiters it may let proceed: one, as many as
-    /// permits it freed, or all of them (a writer's release, before every
-    /// waiting reader).
+    /// How many of a process's waiters it may let proceed: one, as many
+    /// as the permits free after it suffice for, or all of them (a
+    /// writer's release, before every waiting reader).
     pub(crate) wakes: Wakes,
 }
 
@@ -72,6 +72,11 @@ pub(crate) enum Wakes {
     Some(usize),
     /// Every one.
     All,
+    /// The longest waiters, in order, while the units they wait for fit
+    /// in this many free ones (a semaphore's release, saying how many
+    /// permits are free after it): a waiter for more than is left stops
+    /// the wake-ups there, and sleeps on.
+    Free(usize),
     /// Only the waiter the release handed the lock to, named by the
     /// digest of its token ([`Grantee`]), with the fence it was given.
     Grant { to: Grantee, fence: u64 },
@@ -105,14 +110,22 @@ impl Release {
     /// A message from `master` whose payload is `payload`: the time of the
     /// delete in µs since the Unix epoch, as the release scripts publish
     /// it, then `:` and the line when a line yielded it, then `;` and how
-    /// many waiters it wakes (a number, or `all`; one when it does not
-    /// say). Anything else (an older release script's `1`) says no time.
+    /// many waiters it wakes (a number, `all`, `f=` and the units free, or
+    /// `g=` and a grant; one when it does not say). Anything else (an
+    /// older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
         // 2001 in µs: below it, not a clock.
         const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
         let text = std::str::from_utf8(payload).unwrap_or("");
         let (text, wakes) = match text.split_once(';') {
             Some((text, "all")) => (text, Wakes::All),
+            Some((text, wakes)) if wakes.starts_with("f=") => {
+                match wakes.strip_prefix("f=").and_then(|free| free.parse().ok()) {
+                    Some(free) => (text, Wakes::Free(free)),
+                    // A count it cannot read: everyone, whose tries find out.
+                    None => (text, Wakes::All),
+                }
+            }
             Some((text, wakes)) => match wakes.strip_prefix("g=").and_then(|g| g.split_once(':')) {
                 Some((to, fence)) => match (Grantee::parse(to), fence.parse()) {
                     (Some(to), Ok(fence)) => (text, Wakes::Grant { to, fence }),
@@ -233,6 +246,10 @@ mod tests {
                 fence: 1_732_500_000_123_999
             }
         );
+        let free = Release::from_payload(0, b"1732500000123456;f=2");
+        assert_eq!(free.wakes, Wakes::Free(2));
+        assert_eq!(free.deleted_at, Some(1_732_500_000_123_456));
+        assert_eq!(Release::from_payload(0, b"1;f=x").wakes, Wakes::All);
         let unreadable = Release::from_payload(0, b"1732500000123456;g=nothex:12");
         assert_eq!(unreadable.wakes, Wakes::All);
     }

@@ -9,7 +9,7 @@
 //! waiter is woken, since releases may have gone unheard.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
@@ -43,6 +43,8 @@ struct Waiter {
     /// Who it is to a release that hands it the lock (see
     /// [`Wakes::Grant`]), when its primitive's releases do.
     grantee: Option<Grantee>,
+    /// How many free units it waits for (0 until said: one).
+    wants: AtomicUsize,
     wake: Notify,
     /// Woken and not yet retried: a wake-up to hand on if it leaves.
     woken: AtomicBool,
@@ -226,6 +228,23 @@ impl Waiters {
         let count = match release.wakes {
             Wakes::Some(count) => count,
             Wakes::All => usize::MAX,
+            Wakes::Free(free) => {
+                // In order, while what each waits for fits: a waiter for
+                // more than is left is not woken to find too few, nor
+                // overtaken in this process by the ones behind it.
+                if let Some(line) = self.lock().get(channel) {
+                    let mut left = free;
+                    for waiter in line {
+                        let wants = waiter.wants.load(Ordering::Relaxed).max(1);
+                        let Some(rest) = left.checked_sub(wants) else {
+                            break;
+                        };
+                        left = rest;
+                        waiter.wake(Some(release));
+                    }
+                }
+                return;
+            }
             Wakes::Grant { to, fence } => {
                 // Only the one it was handed to; the others wait on, and
                 // know the line moved.
@@ -327,6 +346,12 @@ impl Subscription {
         *self.waiter.heard() = Heard::default();
     }
 
+    /// Says how many free units (a semaphore's permits) this waiter waits
+    /// for: a release that leaves fewer free does not wake it.
+    pub(crate) fn wants(&self, units: usize) {
+        self.waiter.wants.store(units, Ordering::Relaxed);
+    }
+
     /// Whether a release handed this waiter the lock since its last try.
     pub(crate) fn granted(&self) -> bool {
         self.waiter.heard().granted.is_some()
@@ -379,8 +404,12 @@ impl Drop for Subscription {
         line.retain(|waiter| !Arc::ptr_eq(waiter, &self.waiter));
         if self.waiter.woken.load(Ordering::SeqCst) {
             // Leaving with an unused wake-up: the release it stood for
-            // belongs to the next in line.
-            if let Some(next) = line.front() {
+            // belongs to the next in line, if the units that woke this
+            // one suffice for it.
+            let freed = self.waiter.wants.load(Ordering::Relaxed).max(1);
+            if let Some(next) = line.front()
+                && next.wants.load(Ordering::Relaxed).max(1) <= freed
+            {
                 next.wake(None);
             }
         }
@@ -473,6 +502,37 @@ mod tests {
                 .is_err(),
             "a consumed wake-up fired twice"
         );
+    }
+
+    #[test]
+    fn free_units_wake_the_longest_waiters_they_suffice_for() {
+        let waiters = Waiters::default();
+        let one = join(&waiters, "c");
+        let three = join(&waiters, "c");
+        three.wants(3);
+        let behind = join(&waiters, "c");
+        let free = |units| Release {
+            wakes: Wakes::Free(units),
+            ..from(0, None)
+        };
+        waiters.wake("c", free(1));
+        assert!(is_woken(&one));
+        assert!(
+            !is_woken(&three),
+            "one free permit does not wake a waiter for three"
+        );
+        assert!(!is_woken(&behind), "nor the ones behind it");
+        waiters.wake("c", free(5));
+        assert!(is_woken(&three) && is_woken(&behind));
+        // A waiter for one leaving with its wake-up does not hand it to
+        // a waiter for three.
+        let waiters = Waiters::default();
+        let one = join(&waiters, "c");
+        let three = join(&waiters, "c");
+        three.wants(3);
+        waiters.wake("c", free(1));
+        drop(one);
+        assert!(!is_woken(&three));
     }
 
     #[test]

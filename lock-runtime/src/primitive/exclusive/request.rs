@@ -16,7 +16,7 @@ pub struct LockRequest {
     asked: Asked,
 }
 
-request_options!(LockRequest, "lock");
+request_options!(LockRequest, "lock(\"nightly-report\")");
 
 impl LockRequest {
     pub(crate) fn new(core: Arc<Core>, key: String) -> Self {

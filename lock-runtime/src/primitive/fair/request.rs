@@ -18,7 +18,7 @@ pub struct FairLockRequest {
     asked: Asked,
 }
 
-request_options!(FairLockRequest, "fair_lock");
+request_options!(FairLockRequest, "fair_lock(\"nightly-report\")");
 
 impl FairLockRequest {
     pub(crate) fn new(core: Arc<Core>, key: String) -> Self {

@@ -50,6 +50,18 @@
 //!     under them, recording a history
 //!     (`lock_tests::history::read_write`) in <history-file>; prints
 //!     `ready`, then `done` at the end.
+//! lock_worker permits <url> <key> <limit> <permits> <ttl-ms> <rounds> <hold-ms>
+//!     Takes <permits> of the semaphore <key> (limit <limit>) <rounds>
+//!     times, printing `acquired <fence> <slots>`, holding them <hold-ms>
+//!     counted inside on the server (`inside:<key>`, the most ever in
+//!     `most:<key>`), then `released <held>`; with <rounds> 0, takes them
+//!     once and holds them until killed. Prints `lost` and exits when a
+//!     loss signal comes.
+//! lock_worker permits-chaos <url> <key> <limit> <permits> <ttl-ms> <hold-ms> <history-file>
+//!     Takes <permits> of the semaphore <key> again and again, each time
+//!     for <hold-ms>, until killed, recording every hold in
+//!     <history-file> for the semaphore's checker (`lock_tests::permits`);
+//!     prints `ready` once connected.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -61,6 +73,8 @@ mod chaos;
 mod fair;
 mod read_write;
 mod rw_chaos;
+mod permits;
+mod permits_chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -165,6 +179,18 @@ fn main() -> ExitCode {
                 })
                 .await
             }
+            ["permits", url, key, limit, permits, ttl_ms, rounds, hold_ms] => {
+                permits::run(permits::PermitsArgs {
+                    url,
+                    key,
+                    limit: parse(limit)?,
+                    permits: parse(permits)?,
+                    ttl: Duration::from_millis(parse(ttl_ms)?),
+                    rounds: parse(rounds)?,
+                    hold: Duration::from_millis(parse(hold_ms)?),
+                })
+                .await
+            }
             [
                 "rw-chaos",
                 worker,
@@ -182,6 +208,27 @@ fn main() -> ExitCode {
                     resources: parse(resources)?,
                     tasks: parse(tasks)?,
                     seconds: parse(seconds)?,
+                    history,
+                })
+                .await
+            }
+            [
+                "permits-chaos",
+                url,
+                key,
+                limit,
+                permits,
+                ttl_ms,
+                hold_ms,
+                history,
+            ] => {
+                permits_chaos::run(permits_chaos::ChaosPermits {
+                    url,
+                    key,
+                    limit: parse(limit)?,
+                    permits: parse(permits)?,
+                    ttl: Duration::from_millis(parse(ttl_ms)?),
+                    hold: Duration::from_millis(parse(hold_ms)?),
                     history,
                 })
                 .await

@@ -1,0 +1,325 @@
+//! The semaphore: at most `limit` permits of one resource held at once,
+//! across every process, each acquisition a lease of its own.
+//!
+//! - An acquisition takes all the permits it asks for or none, in one
+//!   script ([`scripts`]): its lease (a member of the semaphore's sorted
+//!   set, scored by its deadline on the server's clock) and one claim per
+//!   permit on the lowest free slots. The watchdog renews the lease in its
+//!   batches like any sorted-set lease; a holder that dies gives its
+//!   permits back when its lease ends, by the server's clock.
+//! - No set-up step: every request carries the limit, and the first grant
+//!   records it. A request naming another limit while permits are held
+//!   under the recorded one is refused ([`LockError::Config`]); once none
+//!   is held, the next grant records its own.
+//! - A release says how many permits are free after it, and each process
+//!   wakes its longest waiters as long as what they wait for fits
+//!   ([`Primitive::wants`]): a release that frees one permit wakes no
+//!   waiter for three.
+//! - Many tasks of one locker may hold permits at once, so none takes a
+//!   turn in its locker's line, and no hold is passed in process.
+//! - Not on Redlock: a grant there needs more than a majority (with limit
+//!   K over N masters, K + 1 holders could each win a different majority),
+//!   and its renewals would need as many; a request there is a
+//!   [`LockError::Config`].
+
+pub(crate) mod guard;
+pub(crate) mod request;
+pub(crate) mod scripts;
+mod twins;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use crate::backend::flights::Landing;
+use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
+use crate::engine::handover::GiveBack;
+use crate::engine::lease::Leased;
+use crate::engine::primitive::{AcquireReply, PassCall, Passed, Primitive, Try};
+use crate::engine::renewal::LeaseKind;
+use crate::error::LockError;
+use crate::keys::LockKeys;
+use crate::owner::{LineId, OwnerToken};
+
+/// The largest limit a semaphore takes: every acquisition reads the
+/// claims of every permit held.
+pub const SEMAPHORE_MAX_LIMIT: u32 = 1024;
+
+/// What follows the resource's lock key in each of the semaphore's keys.
+const SET: &str = ":sem";
+const CHANNEL: &str = ":sem:released";
+
+/// The semaphore of one resource, for one request.
+#[derive(Clone)]
+pub(crate) struct Semaphore {
+    keys: LockKeys,
+    /// Its sorted set and its channel.
+    set: String,
+    channel: String,
+    limit: u32,
+    permits: u32,
+    /// The slots of the latest grant (a grant given back because its
+    /// answer came too late is followed by another): shared by the
+    /// attempt and the hold it becomes.
+    slots: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Semaphore {
+    /// `permits` of the semaphore of `keys` with `limit` permits; refused
+    /// on Redlock, and for a limit or a count of permits out of range.
+    pub(crate) fn new(
+        keys: LockKeys,
+        backend: &Backend,
+        limit: u32,
+        permits: u32,
+    ) -> Result<Self, LockError> {
+        let name = keys.name();
+        if matches!(backend, Backend::Redlock(_)) {
+            return Err(LockError::config(format!(
+                "semaphore `{name}`: not on Redlock, where a grant must reach more than a majority of masters (with limit K, floor(N*K/(K+1)) + 1 of N) and so must each renewal; use one server, Sentinel or a Cluster"
+            )));
+        }
+        if limit == 0 || limit > SEMAPHORE_MAX_LIMIT {
+            return Err(LockError::config(format!(
+                "semaphore `{name}`: a limit of {limit}; it must be 1 to {SEMAPHORE_MAX_LIMIT}"
+            )));
+        }
+        if permits == 0 || permits > limit {
+            return Err(LockError::config(format!(
+                "semaphore `{name}`: {permits} permits asked of a limit of {limit}; ask 1 to {limit}"
+            )));
+        }
+        let base = keys.lock();
+        Ok(Self {
+            set: format!("{base}{SET}"),
+            channel: format!("{base}{CHANNEL}"),
+            limit,
+            permits,
+            slots: Arc::default(),
+            keys,
+        })
+    }
+
+    /// The permits of each holder at most at once.
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The permits this request takes.
+    pub(crate) fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The slots its latest grant holds (empty until granted).
+    pub(crate) fn slots(&self) -> Vec<u32> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The limit the acquire script is told (one more under the
+    /// `over-limit` sabotage, for the tests that must catch it).
+    fn sent_limit(&self) -> u32 {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::OverLimit) {
+            return self.limit + 1;
+        }
+        self.limit
+    }
+
+    fn node<'a>(&self, backend: &'a Backend) -> Result<&'a NodeBackend, LockError> {
+        match backend {
+            Backend::Node(node) => Ok(node),
+            Backend::Redlock(_) => Err(LockError::config("a semaphore is not taken on Redlock")),
+        }
+    }
+}
+
+/// What the semaphore's scripts run beyond the exclusive lock's: it is a
+/// sorted set.
+const COMMANDS: &str = "+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zcount";
+
+/// A script refused one of the semaphore's commands (the connect-time
+/// check covers only what every lock needs): a [`LockError::Config`] that
+/// says what to grant.
+fn not_permitted(err: LockError) -> LockError {
+    match &err {
+        LockError::Redis(redis)
+            if redis.code() == Some("NOPERM")
+                || redis.to_string().contains("can't run this command") =>
+        {
+            LockError::config(format!(
+                "the Redis user may not run the semaphore's commands on its keys ({redis}); grant it `{COMMANDS}`"
+            ))
+        }
+        _ => err,
+    }
+}
+
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+impl Primitive for Semaphore {
+    const NAME: &'static str = "semaphore";
+
+    const GIVE_BACK: GiveBack = |_, _, _, _| {
+        // Nothing is passed in process, so nothing is handed back.
+        Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>
+    };
+
+    const PASSES: bool = false;
+
+    fn keys(&self) -> &LockKeys {
+        &self.keys
+    }
+
+    fn leased(&self) -> Leased {
+        Leased {
+            kind: LeaseKind::Member,
+            suffix: SET,
+        }
+    }
+
+    fn line(&self) -> &str {
+        &self.set
+    }
+
+    fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn takes_turn(&self) -> bool {
+        false
+    }
+
+    fn wants(&self) -> usize {
+        usize::try_from(self.permits).unwrap_or(usize::MAX)
+    }
+
+    async fn try_acquire<'a>(
+        &'a self,
+        backend: &'a Backend,
+        attempt: &'a Try<'a>,
+    ) -> Result<AcquireReply, LockError> {
+        let node = self.node(backend)?;
+        let mut call = scripts::ACQUIRE.call();
+        call.key(&self.set)
+            .arg(attempt.token.as_str())
+            .arg(ms(attempt.ttl))
+            .arg(self.sent_limit())
+            .arg(self.permits);
+        let Some(ack) = attempt.replicas else {
+            return match node.run::<Vec<i64>>(attempt.route, &call).await {
+                Ok(answer) => self.read_acquire(&answer),
+                Err(err) if slot_in_flux(&err) => Ok(AcquireReply::Unknown),
+                Err(err) => Err(not_permitted(err)),
+            };
+        };
+        // A grant too few replicas confirmed is given back (on the same
+        // connection, after the WAIT) before the error.
+        let (answer, acked) = node
+            .run_then_wait::<Vec<i64>>(attempt.route, &call, ack)
+            .await
+            .map_err(not_permitted)?;
+        let reply = self.read_acquire(&answer)?;
+        if !matches!(reply, AcquireReply::Acquired { .. }) || acked >= ack.replicas {
+            return Ok(reply);
+        }
+        let blocking = Route {
+            blocking: true,
+            ..attempt.route
+        };
+        self.give_back(node, blocking, attempt.token).await?;
+        Err(LockError::NotReplicated {
+            key: self.keys.name().to_owned(),
+            acked,
+            wanted: ack.replicas,
+            timeout: ack.timeout,
+        })
+    }
+
+    async fn release<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        _fence: u64,
+        _landing: Option<&'a Landing>,
+    ) -> Result<bool, LockError> {
+        self.give_back(self.node(backend)?, route, token).await
+    }
+
+    fn pass<'a>(
+        &'a self,
+        _node: &'a NodeBackend,
+        _pass: &'a PassCall<'a>,
+    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
+        // Never called: a semaphore passes nothing (`PASSES`).
+        std::future::ready(Ok(Passed::NotOurs))
+    }
+
+    fn yield_to_others<'a>(
+        &'a self,
+        _node: &'a NodeBackend,
+        _route: Route,
+        _token: &'a OwnerToken,
+        _line: LineId,
+        _grace: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        // Never called: a semaphore passes nothing (`PASSES`).
+        std::future::ready(Ok(false))
+    }
+}
+
+impl Semaphore {
+    /// Gives back what `token` holds, telling the waiters what is free.
+    async fn give_back(
+        &self,
+        node: &NodeBackend,
+        route: Route,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let mut call = scripts::RELEASE.call();
+        call.key(&self.set)
+            .arg(token.as_str())
+            .arg(&self.channel)
+            .arg(node.publish_command());
+        let released: i64 = node.run(route, &call).await.map_err(not_permitted)?;
+        Ok(released == 1)
+    }
+
+    /// Reads the acquire script's `{1, fence, slot...}`, `{0, pttl}` or
+    /// `{-1, limit}`, keeping the slots of a grant.
+    fn read_acquire(&self, answer: &[i64]) -> Result<AcquireReply, LockError> {
+        match *answer {
+            [1, fence, ref slots @ ..] => {
+                let slots = slots
+                    .iter()
+                    .map(|&slot| u32::try_from(slot).unwrap_or(u32::MAX))
+                    .collect();
+                *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+                Ok(AcquireReply::Acquired {
+                    fence: u64::try_from(fence).unwrap_or(0),
+                })
+            }
+            [-1, held_under, ..] => Err(LockError::config(format!(
+                "semaphore `{}`: asked with a limit of {}, but its permits are held under a limit of {held_under}; every caller of one semaphore must name the same limit",
+                self.keys.name(),
+                self.limit
+            ))),
+            [_, pttl, ..] => Ok(AcquireReply::Busy {
+                pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+                sightings: None,
+                place: false,
+            }),
+            _ => Ok(AcquireReply::Busy {
+                pttl: None,
+                sightings: None,
+                place: false,
+            }),
+        }
+    }
+}
