@@ -20,7 +20,9 @@ pub(super) async fn run_with_permits<F: Future>(
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let request = locker.semaphore(key, permits.limit).permits(permits.permits);
+    let request = locker
+        .semaphore(key, permits.limit)
+        .permits(permits.permits);
     let guard = with_options!(request, &options).acquire().await?;
     let handle = guard.handle();
     let key = guard.key().to_owned();
@@ -50,4 +52,3 @@ pub(super) async fn run_with_permits<F: Future>(
     }
     outcome.ok_or_else(|| lost(&handle, key))
 }
-

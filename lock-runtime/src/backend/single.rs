@@ -7,7 +7,7 @@
 //! own, one per pool slot, opened at first use: `WAIT` blocks its
 //! connection, and lock traffic must never queue behind it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -32,6 +32,9 @@ pub(crate) struct SingleBackend {
     client: redis::Client,
     /// Connections for acquisitions followed by `WAIT`, one per pool slot.
     blocking: Box<[OnceCell<ConnectionManager>]>,
+    /// Per blocking connection, the replica timeouts (ms) of the `WAIT`s
+    /// sent on it and not answered yet: a `WAIT` queues behind them.
+    waiting_ms: Box<[AtomicU64]>,
     manager_config: ConnectionManagerConfig,
     /// Upper bound of one call: reconnecting plus waiting for the answer.
     call_bound: Duration,
@@ -90,6 +93,7 @@ impl SingleBackend {
             next: AtomicUsize::new(0),
             client,
             blocking: (0..config.pool_size).map(|_| OnceCell::new()).collect(),
+            waiting_ms: (0..config.pool_size).map(|_| AtomicU64::new(0)).collect(),
             manager_config,
             call_bound: config.call_bound(),
             own_bounds: OwnBounds::Every,
@@ -184,8 +188,12 @@ impl SingleBackend {
         let mut connection = self.connection(route).await?;
         let mut wait = redis::cmd("WAIT");
         wait.arg(ack.replicas).arg(ack.timeout_ms());
-        let limit = self.call_bound + ack.timeout;
+        // Another acquisition's `WAIT` sent before this one on the slot's
+        // connection is answered first: this one's bound counts it too.
+        let queued = QueuedWait::join(&self.waiting_ms[route.conn], ack.timeout_ms());
+        let limit = self.call_bound + ack.timeout + Duration::from_millis(queued.ahead_ms);
         let acked: i64 = bounded(limit, "WAIT", wait.query_async(&mut connection)).await?;
+        drop(queued);
         Ok((answer, u32::try_from(acked).unwrap_or(0)))
     }
 
@@ -279,5 +287,34 @@ impl SingleBackend {
                 self.call_bound,
             )),
         }
+    }
+}
+
+/// A `WAIT` in flight on a blocking connection, counted there until it is
+/// answered or given up (dropped).
+struct QueuedWait<'a> {
+    waiting_ms: &'a AtomicU64,
+    own_ms: u64,
+    /// The replica timeouts of the `WAIT`s sent before it, still waiting.
+    ahead_ms: u64,
+}
+
+impl<'a> QueuedWait<'a> {
+    fn join(waiting_ms: &'a AtomicU64, own_ms: u64) -> Self {
+        // Each counted as at most 49 days: the sum of fewer than 2^32
+        // waits never wraps.
+        let own_ms = own_ms.min(u64::from(u32::MAX));
+        let ahead_ms = waiting_ms.fetch_add(own_ms, Ordering::Relaxed);
+        Self {
+            waiting_ms,
+            own_ms,
+            ahead_ms,
+        }
+    }
+}
+
+impl Drop for QueuedWait<'_> {
+    fn drop(&mut self) {
+        self.waiting_ms.fetch_sub(self.own_ms, Ordering::Relaxed);
     }
 }

@@ -71,10 +71,10 @@
 
 mod chaos;
 mod fair;
-mod read_write;
-mod rw_chaos;
 mod permits;
 mod permits_chaos;
+mod read_write;
+mod rw_chaos;
 
 use std::process::ExitCode;
 use std::time::Duration;
