@@ -135,15 +135,22 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
 
     /// Hands the giver's hold to the taker's token in one step on its node
     /// (the next task in the locker's line), without letting go of it.
+    /// Never called for a primitive that passes nothing ([`Self::PASSES`]
+    /// false): by default, it changes nothing.
     fn pass<'a>(
         &'a self,
         node: &'a NodeBackend,
         pass: &'a PassCall<'a>,
-    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a;
+    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
+        let _ = (node, pass);
+        std::future::ready(Ok(Passed::NotOurs))
+    }
 
     /// Lets go of `token`'s hold for the callers outside the locker: the
     /// locker's `line` keeps off it for `grace` (see
-    /// [`crate::engine::handover`]). True when it still held it.
+    /// [`crate::engine::handover`]). True when it still held it. Never
+    /// called for a primitive that passes nothing: by default, it lets go
+    /// of nothing.
     fn yield_to_others<'a>(
         &'a self,
         node: &'a NodeBackend,
@@ -151,7 +158,10 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
         token: &'a OwnerToken,
         line: LineId,
         grace: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        let _ = (node, route, token, line, grace);
+        std::future::ready(Ok(false))
+    }
 }
 
 /// A place a waiting attempt keeps: a lease its token holds while it

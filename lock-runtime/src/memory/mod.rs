@@ -27,6 +27,8 @@
 mod keyspace;
 mod store;
 
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod words;
 
 pub(crate) use keyspace::Keyspace;

@@ -58,11 +58,8 @@ pub(crate) fn extend(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::strings;
     use std::time::Instant;
-
-    fn strings(items: &[&str]) -> Words {
-        items.iter().collect()
-    }
 
     #[test]
     fn renews_what_is_ours_and_answers_no_for_the_rest() {

@@ -152,25 +152,8 @@ pub(super) fn force_release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::{ints, strings};
     use std::time::{Duration, Instant};
-
-    fn strings(items: &[&str]) -> Words {
-        items.iter().collect()
-    }
-
-    fn ints(value: &Value) -> Vec<i64> {
-        match value {
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::Int(n) => *n,
-                    other => panic!("not an integer: {other:?}"),
-                })
-                .collect(),
-            Value::Int(n) => vec![*n],
-            other => panic!("unexpected answer {other:?}"),
-        }
-    }
 
     #[test]
     fn acquire_is_idempotent_for_its_owner_and_busy_for_others() {

@@ -37,14 +37,14 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::backend::flights::Landing;
-use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
+use crate::backend::{Backend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
 use crate::engine::lease::Leased;
-use crate::engine::primitive::{AcquireReply, PassCall, Passed, Place, Primitive, Try};
+use crate::engine::primitive::{AcquireReply, Place, Primitive, Try};
 use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
-use crate::owner::{LineId, OwnerToken};
+use crate::owner::OwnerToken;
 
 /// The longest a waiter's place lasts between two renewals: a waiter that
 /// dies blocks the line behind it at most this long.
@@ -236,27 +236,6 @@ impl Primitive for Fair {
         _landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
         self.let_go(backend, route, token, fence)
-    }
-
-    fn pass<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _pass: &'a PassCall<'a>,
-    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
-        // Never called: a fair lock passes nothing (`PASSES`).
-        std::future::ready(Ok(Passed::NotOurs))
-    }
-
-    fn yield_to_others<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _route: Route,
-        _token: &'a OwnerToken,
-        _line: LineId,
-        _grace: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        // Never called: a fair lock passes nothing (`PASSES`).
-        std::future::ready(Ok(false))
     }
 
     fn leave_place<'a>(

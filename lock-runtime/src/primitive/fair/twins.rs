@@ -192,25 +192,8 @@ fn release_from(keys: &mut Keyspace, k: &Words, a: &Words, from: LineEnd) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::{ints, strings};
     use std::time::{Duration, Instant};
-
-    fn strings(items: &[&str]) -> Words {
-        items.iter().collect()
-    }
-
-    fn ints(value: &Value) -> Vec<i64> {
-        match value {
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::Int(n) => *n,
-                    other => panic!("not an integer: {other:?}"),
-                })
-                .collect(),
-            Value::Int(n) => vec![*n],
-            other => panic!("unexpected answer {other:?}"),
-        }
-    }
 
     const KEYS: [&str; 2] = ["l:{a}:fair", "l:{a}:fair:q"];
 

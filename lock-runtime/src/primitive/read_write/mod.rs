@@ -44,11 +44,11 @@ use crate::backend::script::{LuaScript, ScriptCall};
 use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
 use crate::engine::lease::Leased;
-use crate::engine::primitive::{AcquireReply, PassCall, Passed, Place, Primitive, Try};
+use crate::engine::primitive::{AcquireReply, Place, Primitive, Try};
 use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
-use crate::owner::{LineId, OwnerToken};
+use crate::owner::OwnerToken;
 
 /// The longest a waiting writer's intent (or a waiting reader's place)
 /// lasts between two renewals: a writer that dies while it waits turns
@@ -370,26 +370,5 @@ impl Primitive for ReadWrite {
         token: &'a OwnerToken,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
         self.let_go(backend, route, token, "?")
-    }
-
-    fn pass<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _pass: &'a PassCall<'a>,
-    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
-        // Never called: nothing is passed (`PASSES`).
-        std::future::ready(Ok(Passed::NotOurs))
-    }
-
-    fn yield_to_others<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _route: Route,
-        _token: &'a OwnerToken,
-        _line: LineId,
-        _grace: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        // Never called: nothing is passed (`PASSES`).
-        std::future::ready(Ok(false))
     }
 }

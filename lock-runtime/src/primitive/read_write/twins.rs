@@ -233,11 +233,8 @@ pub(super) fn downgrade(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Val
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::strings;
     use std::time::{Duration, Instant};
-
-    fn strings(items: &[&str]) -> Words {
-        items.iter().collect()
-    }
 
     fn answer(value: Value) -> Vec<i64> {
         match value {

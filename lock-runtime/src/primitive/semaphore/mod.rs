@@ -27,7 +27,6 @@ pub(crate) mod request;
 pub(crate) mod scripts;
 mod twins;
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,11 +36,11 @@ use crate::backend::flights::Landing;
 use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
 use crate::engine::lease::Leased;
-use crate::engine::primitive::{AcquireReply, PassCall, Passed, Primitive, Try};
+use crate::engine::primitive::{AcquireReply, Primitive, Try};
 use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
-use crate::owner::{LineId, OwnerToken};
+use crate::owner::OwnerToken;
 
 /// The largest limit a semaphore takes: every acquisition reads the
 /// claims of every permit held.
@@ -250,27 +249,6 @@ impl Primitive for Semaphore {
         _landing: Option<&'a Landing>,
     ) -> Result<bool, LockError> {
         self.give_back(self.node(backend)?, route, token).await
-    }
-
-    fn pass<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _pass: &'a PassCall<'a>,
-    ) -> impl Future<Output = Result<Passed, LockError>> + Send + 'a {
-        // Never called: a semaphore passes nothing (`PASSES`).
-        std::future::ready(Ok(Passed::NotOurs))
-    }
-
-    fn yield_to_others<'a>(
-        &'a self,
-        _node: &'a NodeBackend,
-        _route: Route,
-        _token: &'a OwnerToken,
-        _line: LineId,
-        _grace: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        // Never called: a semaphore passes nothing (`PASSES`).
-        std::future::ready(Ok(false))
     }
 }
 

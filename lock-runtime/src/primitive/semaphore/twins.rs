@@ -157,25 +157,8 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::testing::{ints, strings};
     use std::time::{Duration, Instant};
-
-    fn strings(items: &[&str]) -> Words {
-        items.iter().collect()
-    }
-
-    fn ints(value: &Value) -> Vec<i64> {
-        match value {
-            Value::Array(items) => items
-                .iter()
-                .map(|item| match item {
-                    Value::Int(n) => *n,
-                    other => panic!("not an integer: {other:?}"),
-                })
-                .collect(),
-            Value::Int(n) => vec![*n],
-            other => panic!("unexpected answer {other:?}"),
-        }
-    }
 
     const SET: &str = "l:{a}:sem";
 
