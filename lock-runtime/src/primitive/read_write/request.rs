@@ -30,8 +30,8 @@ pub struct WriteLockRequest {
     asked: Asked,
 }
 
-request_options!(ReadLockRequest, "read_lock");
-request_options!(WriteLockRequest, "write_lock");
+request_options!(ReadLockRequest, "read_lock(\"nightly-report\")");
+request_options!(WriteLockRequest, "write_lock(\"nightly-report\")");
 
 impl ReadLockRequest {
     pub(crate) fn new(core: Arc<Core>, key: String) -> Self {
