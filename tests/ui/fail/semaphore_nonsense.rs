@@ -35,4 +35,9 @@ async fn fair_beside_a_limit(t: u32) -> Result<u32, LockError> {
     Ok(t)
 }
 
+#[distributed_lock(key = "render:<t>", limit = 4, mode = "read")]
+async fn a_mode_beside_a_limit(t: u32) -> Result<u32, LockError> {
+    Ok(t)
+}
+
 fn main() {}
