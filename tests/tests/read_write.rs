@@ -53,6 +53,8 @@ async fn until_readers_wait(locker: &Locker, name: &str, within: Duration) {
             Instant::now() < deadline,
             "readers still get in after {within:?}"
         );
+        // Probes a moment apart, until the deadline: waiting on what the
+        // server says, not on a guess of how long it takes.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -144,6 +146,7 @@ mod behaviours {
                 started.elapsed() < STALL_ROOM * 2,
                 "a writer that gave up still turns readers away"
             );
+            // The next probe a moment later, within the bound above.
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         reading.release().await.unwrap();

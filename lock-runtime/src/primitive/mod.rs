@@ -26,3 +26,4 @@ pub(crate) mod exclusive;
 pub(crate) mod fair;
 pub(crate) mod read_write;
 pub(crate) mod semaphore;
+pub(crate) mod shared;

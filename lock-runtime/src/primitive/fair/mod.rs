@@ -34,8 +34,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
 use crate::backend::flights::Landing;
 use crate::backend::{Backend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
@@ -45,6 +43,7 @@ use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
+use crate::primitive::shared::{self, GIVE_BACK_NOTHING, ms};
 
 /// The longest a waiter's place lasts between two renewals: a waiter that
 /// dies blocks the line behind it at most this long.
@@ -113,36 +112,15 @@ impl Fair {
 /// is a sorted set.
 const COMMANDS: &str = "+zadd +zrem +zscore +zrange +zrangebyscore";
 
-/// A script refused one of the fair lock's commands (the connect-time
-/// check covers only what every lock needs): a [`LockError::Config`] that
-/// says what to grant.
+/// A script refused one of its commands.
 fn not_permitted(err: LockError) -> LockError {
-    match &err {
-        LockError::Redis(redis)
-            if redis.code() == Some("NOPERM")
-                || redis.to_string().contains("can't run this command") =>
-        {
-            LockError::config(format!(
-                "the Redis user may not run the fair lock's commands on its keys ({redis}); grant it `{COMMANDS}` (the least-privilege ACL: see the README, \"Least privilege\")"
-            ))
-        }
-        _ => err,
-    }
-}
-
-fn ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
+    shared::not_permitted(err, "the fair lock", COMMANDS)
 }
 
 impl Primitive for Fair {
     const NAME: &'static str = "fair";
 
-    const GIVE_BACK: GiveBack = |_, _, _, _| {
-        // Nothing is passed in process, so nothing is handed back.
-        Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>
-    };
+    const GIVE_BACK: GiveBack = GIVE_BACK_NOTHING;
 
     const PASSES: bool = false;
 

@@ -37,8 +37,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
 use crate::backend::flights::Landing;
 use crate::backend::script::{LuaScript, ScriptCall};
 use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
@@ -49,6 +47,7 @@ use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
+use crate::primitive::shared::{GIVE_BACK_NOTHING, ms};
 
 /// The longest a waiting writer's intent (or a waiting reader's place)
 /// lasts between two renewals: a writer that dies while it waits turns
@@ -225,12 +224,6 @@ impl ReadWrite {
     }
 }
 
-fn ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
 /// Reads a try's `{1, fence}`, `{0, pttl}` or `{0, pttl, intent kept}`.
 fn read_acquire(answer: &[i64]) -> AcquireReply {
     match *answer {
@@ -253,10 +246,7 @@ fn read_acquire(answer: &[i64]) -> AcquireReply {
 impl Primitive for ReadWrite {
     const NAME: &'static str = "read_write";
 
-    const GIVE_BACK: GiveBack = |_, _, _, _| {
-        // Nothing is passed in process, so nothing is handed back.
-        Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>
-    };
+    const GIVE_BACK: GiveBack = GIVE_BACK_NOTHING;
 
     const PASSES: bool = false;
 

@@ -30,8 +30,6 @@ mod twins;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-
 use crate::backend::flights::Landing;
 use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
@@ -41,6 +39,7 @@ use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
+use crate::primitive::shared::{self, GIVE_BACK_NOTHING, ms};
 
 /// The largest limit a semaphore takes: every acquisition reads the
 /// claims of every permit held.
@@ -138,36 +137,15 @@ impl Semaphore {
 /// sorted set.
 const COMMANDS: &str = "+zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore +zcount";
 
-/// A script refused one of the semaphore's commands (the connect-time
-/// check covers only what every lock needs): a [`LockError::Config`] that
-/// says what to grant.
+/// A script refused one of its commands.
 fn not_permitted(err: LockError) -> LockError {
-    match &err {
-        LockError::Redis(redis)
-            if redis.code() == Some("NOPERM")
-                || redis.to_string().contains("can't run this command") =>
-        {
-            LockError::config(format!(
-                "the Redis user may not run the semaphore's commands on its keys ({redis}); grant it `{COMMANDS}`"
-            ))
-        }
-        _ => err,
-    }
-}
-
-fn ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
+    shared::not_permitted(err, "the semaphore", COMMANDS)
 }
 
 impl Primitive for Semaphore {
     const NAME: &'static str = "semaphore";
 
-    const GIVE_BACK: GiveBack = |_, _, _, _| {
-        // Nothing is passed in process, so nothing is handed back.
-        Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>
-    };
+    const GIVE_BACK: GiveBack = GIVE_BACK_NOTHING;
 
     const PASSES: bool = false;
 
