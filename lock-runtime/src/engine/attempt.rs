@@ -652,19 +652,24 @@ impl<P: Primitive> Attempt<P> {
         }
     }
 
-    /// Has the line subscribed to the lock's release channel unless it
-    /// already is (within `left`); true when it subscribed just now.
+    /// Has the line subscribed to the release channel of what the last
+    /// try found busy ([`Primitive::busy_channel`]) unless it already is
+    /// (within `left`); true when it subscribed just now. A subscription
+    /// to another channel (a hold of several resources, blocked now by
+    /// another one) is left for this one.
     async fn listen(&mut self, left: Duration) -> bool {
         let patience = left.min(self.core.config.response_timeout);
         let releases = self.core.releases.clone();
-        let channel = self.primitive.channel().to_owned();
+        let channel = self.primitive.busy_channel().to_owned();
         let grantee = P::HANDS_OVER.then(|| Grantee::of(self.token.as_str()));
         let wants = self.primitive.wants();
         let Some(listening) = self.listening() else {
             return false;
         };
-        if listening.subscription.is_some() {
-            return false;
+        match &listening.subscription {
+            Some(subscription) if subscription.channel() == channel => return false,
+            Some(_) => listening.subscription = None,
+            None => {}
         }
         if let Ok((subscription, confirmed)) =
             tokio::time::timeout(patience, releases.subscribe(&channel, grantee)).await
@@ -769,6 +774,7 @@ impl<P: Primitive> Attempt<P> {
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
             keys: self.primitive.keys().clone(),
+            also: Vec::new(),
             leased: place.leased,
             role: Role::Place,
             token: self.token.clone(),
@@ -858,6 +864,7 @@ impl<P: Primitive> Attempt<P> {
         let lease = Arc::new(Lease::new(Grant {
             id: core.next_lease_id(),
             keys: self.primitive.keys().clone(),
+            also: self.primitive.also().to_vec(),
             leased: self.primitive.leased(),
             role: Role::Hold,
             // Not needed here any more: the attempt is disarmed.

@@ -93,6 +93,7 @@ fn follow<Q: Primitive>(
     let lease = Arc::new(Lease::new(Grant {
         id: core.next_lease_id(),
         keys: old.keys.clone(),
+        also: old.also.clone(),
         leased: into.leased(),
         role: Role::Hold,
         token: old.token.clone(),

@@ -58,6 +58,9 @@ pub(crate) enum Role {
 pub(crate) struct Grant {
     pub(crate) id: u64,
     pub(crate) keys: LockKeys,
+    /// Further resources the same token holds under this lease (see
+    /// [`Lease::also`]).
+    pub(crate) also: Vec<LockKeys>,
     pub(crate) leased: Leased,
     pub(crate) role: Role,
     pub(crate) token: OwnerToken,
@@ -88,6 +91,11 @@ pub(crate) struct Grant {
 pub(crate) struct Lease {
     pub(crate) id: u64,
     pub(crate) keys: LockKeys,
+    /// Further resources the same token holds under this one lease, each
+    /// leased as `leased` says (a hold of several keys at once): renewed
+    /// with it in the same batch, and the loss of any of them is the loss
+    /// of the lease. Empty for a lease of one resource.
+    pub(crate) also: Vec<LockKeys>,
     /// What it is on the server.
     pub(crate) leased: Leased,
     pub(crate) role: Role,
@@ -155,6 +163,7 @@ impl Lease {
             }),
             renew_at_once: grant.first_lease.is_some(),
             keys: grant.keys,
+            also: grant.also,
             leased: grant.leased,
             role: grant.role,
             token: grant.token,
@@ -299,6 +308,7 @@ mod tests {
         Lease::new(Grant {
             id: 1,
             keys: LockKeys::new("lock:", "k").unwrap(),
+            also: Vec::new(),
             leased: Leased::KEY,
             role: Role::Hold,
             token: OwnerToken::random("test"),

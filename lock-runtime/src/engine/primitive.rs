@@ -44,6 +44,23 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     /// [`LockKeys::channel`], and errors name it by [`LockKeys::name`].
     fn keys(&self) -> &LockKeys;
 
+    /// Further resources one hold takes under the same token and lease,
+    /// besides [`Self::keys`], each leased as [`Self::leased`] says (a hold
+    /// of several keys at once): the watchdog renews them all in its
+    /// batches, and the loss of any is the loss of the hold. None by
+    /// default.
+    fn also(&self) -> &[LockKeys] {
+        &[]
+    }
+
+    /// The channel of the resource that kept the last try from its grant,
+    /// when it is not always [`Self::channel`] (a hold of several
+    /// resources waits on the one that was busy): a waiter listens there
+    /// from its next wait on. By default, [`Self::channel`].
+    fn busy_channel(&self) -> &str {
+        self.channel()
+    }
+
     /// What a holder's lease is on the server (the exclusive lock's: the
     /// lock key holds the token).
     fn leased(&self) -> Leased {

@@ -56,6 +56,9 @@ pub(crate) struct Renewal<'a> {
     pub(crate) kind: LeaseKind,
     /// The resource; the lease's key is its lock key followed by `suffix`.
     pub(crate) keys: &'a LockKeys,
+    /// Further resources held under the same lease, keyed the same way
+    /// (see [`crate::engine::lease::Lease::also`]).
+    pub(crate) also: &'a [LockKeys],
     pub(crate) suffix: &'static str,
     pub(crate) token: &'a OwnerToken,
     pub(crate) ttl_ms: u64,
@@ -63,7 +66,7 @@ pub(crate) struct Renewal<'a> {
     pub(crate) fence: u64,
 }
 
-impl Renewal<'_> {
+impl<'a> Renewal<'a> {
     /// The lease's key on the server.
     fn key(&self) -> std::borrow::Cow<'_, str> {
         if self.suffix.is_empty() {
@@ -71,6 +74,35 @@ impl Renewal<'_> {
         } else {
             std::borrow::Cow::Owned(format!("{}{}", self.keys.lock(), self.suffix))
         }
+    }
+
+    /// One entry per key the lease holds: its own first, then each of
+    /// [`Self::also`], as leases of one resource each.
+    fn per_key(&self) -> impl Iterator<Item = Renewal<'a>> + '_ {
+        std::iter::once(self.keys)
+            .chain(self.also)
+            .map(|keys| Renewal {
+                kind: self.kind,
+                keys,
+                also: &[],
+                suffix: self.suffix,
+                token: self.token,
+                ttl_ms: self.ttl_ms,
+                fence: self.fence,
+            })
+    }
+}
+
+/// The answer for a lease of several keys from the answers for each: gone
+/// when any key is gone (the hold is lost as a whole), renewed when every
+/// key was, otherwise unknown.
+fn fold(answers: &[Renewed]) -> Renewed {
+    if answers.contains(&Renewed::Gone) {
+        Renewed::Gone
+    } else if answers.iter().all(|answer| *answer == Renewed::Yes) {
+        Renewed::Yes
+    } else {
+        Renewed::Unknown
     }
 }
 
@@ -101,11 +133,31 @@ impl Renewed {
     }
 }
 
-/// Renews a batch of leases; one answer per entry, in order.
+/// Renews a batch of leases; one answer per entry, in order. A lease of
+/// several keys is renewed key by key in the same batch (on a cluster,
+/// each key in its own slot's call of the same round) and answered as a
+/// whole ([`fold`]).
 pub(crate) async fn renew(
     backend: &Backend,
     batch: &[Renewal<'_>],
 ) -> Result<Vec<Renewed>, LockError> {
+    if batch.iter().all(|renewal| renewal.also.is_empty()) {
+        return renew_keys(backend, batch).await;
+    }
+    let keys: Vec<Renewal<'_>> = batch.iter().flat_map(|renewal| renewal.per_key()).collect();
+    let answers = renew_keys(backend, &keys).await?;
+    let mut answers = answers.into_iter();
+    Ok(batch
+        .iter()
+        .map(|renewal| {
+            let own: Vec<Renewed> = answers.by_ref().take(1 + renewal.also.len()).collect();
+            fold(&own)
+        })
+        .collect())
+}
+
+/// Renews a batch of leases of one key each; one answer per entry, in order.
+async fn renew_keys(backend: &Backend, batch: &[Renewal<'_>]) -> Result<Vec<Renewed>, LockError> {
     let node = match backend {
         Backend::Node(node) => node,
         Backend::Redlock(masters) => return renew_on_masters(masters, batch).await,
@@ -207,6 +259,15 @@ pub(crate) fn scripts() -> [&'static crate::backend::script::LuaScript; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_of_several_keys_is_gone_when_any_is() {
+        use Renewed::{Gone, Unknown, Yes};
+        assert_eq!(fold(&[Yes, Yes, Yes]), Yes);
+        assert_eq!(fold(&[Yes, Unknown, Yes]), Unknown);
+        assert_eq!(fold(&[Yes, Unknown, Gone]), Gone);
+        assert_eq!(fold(&[Gone]), Gone);
+    }
 
     #[test]
     fn reads_renewals() {

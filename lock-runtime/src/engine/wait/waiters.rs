@@ -336,6 +336,11 @@ impl crate::memory::Listener for WeakWaiters {
 }
 
 impl Subscription {
+    /// The channel this waiter listens on.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
     /// Forgets wake-ups so far; call right before trying to acquire, so
     /// that a release after the try is never missed and one before it is
     /// not counted twice.

@@ -485,6 +485,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
         .map(|lease| Renewal {
             kind: lease.leased.kind,
             keys: &lease.keys,
+            also: &lease.also,
             suffix: lease.leased.suffix,
             token: &lease.token,
             ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
@@ -517,6 +518,7 @@ mod tests {
         Arc::new(Lease::new(Grant {
             id,
             keys: LockKeys::new("lock:", &format!("stalled{id}")).unwrap(),
+            also: Vec::new(),
             leased: crate::engine::lease::Leased::KEY,
             role: crate::engine::lease::Role::Hold,
             token: OwnerToken::random("test"),

@@ -529,6 +529,7 @@ mod tests {
         Arc::new(Lease::new(crate::engine::lease::Grant {
             id,
             keys: LockKeys::new("lock:", &format!("k{id}")).unwrap(),
+            also: Vec::new(),
             leased: crate::engine::lease::Leased::KEY,
             role: crate::engine::lease::Role::Hold,
             token: OwnerToken::random("test"),
