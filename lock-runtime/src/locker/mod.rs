@@ -22,6 +22,7 @@ use crate::primitive::exclusive;
 use crate::primitive::exclusive::inspect::LockInfo;
 use crate::primitive::exclusive::request::LockRequest;
 use crate::primitive::fair::request::FairLockRequest;
+use crate::primitive::multi::request::MultiLockRequest;
 use crate::primitive::read_write::request::{ReadLockRequest, WriteLockRequest};
 use crate::primitive::semaphore::request::SemaphoreRequest;
 
@@ -163,6 +164,29 @@ impl Locker {
     /// [`LockRequest::try_acquire`].
     pub fn lock(&self, key: impl Into<String>) -> LockRequest {
         LockRequest::new(self.core.clone(), key.into())
+    }
+
+    /// Starts a request for several keys at once (any iterable of key
+    /// names), taken all or none, each as [`Locker::lock`] takes it: a
+    /// multi-key hold of `a` and `b` excludes `lock("a")` and `lock("b")`,
+    /// and the other way round. Callers that name the same keys in
+    /// different orders never deadlock: every caller takes them in one
+    /// global order. A key named twice is one key. Not on Redlock yet:
+    /// there `acquire` answers [`LockError::Config`], as it does for an
+    /// empty list.
+    ///
+    /// ```no_run
+    /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {
+    /// let guard = locker.lock_all(["acct:1", "acct:2"]).acquire().await?;
+    /// // ... move money between the two accounts ...
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all<K: Into<String>>(&self, keys: impl IntoIterator<Item = K>) -> MultiLockRequest {
+        MultiLockRequest::new(
+            self.core.clone(),
+            keys.into_iter().map(Into::into).collect(),
+        )
     }
 
     /// Starts a request for the fair lock named `key`: one owner at a

@@ -9,6 +9,8 @@
 //! - [`exclusive`]: one owner per key, with a lease and a fence.
 //! - [`fair`]: one owner at a time, granted in the order the server saw
 //!   its waiters, handed to the next inside the release.
+//! - [`multi`]: several keys of the exclusive lock's at once, all or
+//!   none, in one global order.
 //! - [`read_write`]: many readers, each with a lease of its own, or one
 //!   writer; writers go first.
 //! - [`semaphore`]: at most a limit of permits held at once, each
@@ -24,6 +26,7 @@
 
 pub(crate) mod exclusive;
 pub(crate) mod fair;
+pub(crate) mod multi;
 pub(crate) mod read_write;
 pub(crate) mod semaphore;
 pub(crate) mod shared;
