@@ -62,6 +62,16 @@
 //!     for <hold-ms>, until killed, recording every hold in
 //!     <history-file> for the semaphore's checker (`lock_tests::permits`);
 //!     prints `ready` once connected.
+//! lock_worker transfer <url> <store-url> <accounts> <tasks> <rounds> <ttl-ms> [--no-lock]
+//!     <tasks> tasks each move one unit <rounds> times between two random
+//!     accounts (`acct:<n>`, n below <accounts>, balances kept on the plain
+//!     server <store-url>), named to `lock_all` in a random order, with a
+//!     racy GET, GET, pause, SET, SET; without the keys held under
+//!     --no-lock (the control run, which loses money). Prints `done <moves>`.
+//! lock_worker hold-all <url> <ttl-ms> <key>...
+//!     Takes every <key> at once with `lock_all`, prints
+//!     `acquired <fences>`, and keeps them (renewed) until killed, or for
+//!     at most 60 s.
 //! lock_worker drop-at-exit <url> <lock-key> <ttl-ms> <current-thread | multi-thread> [--after-input]
 //!     What `#[tokio::main]` does with a guard alive at the end of `main`:
 //!     on a runtime of that flavour, takes the lock, prints `acquired`,
@@ -71,6 +81,7 @@
 
 mod chaos;
 mod fair;
+mod multi;
 mod permits;
 mod permits_chaos;
 mod read_write;
@@ -232,6 +243,35 @@ fn main() -> ExitCode {
                     history,
                 })
                 .await
+            }
+            [
+                "transfer",
+                url,
+                store,
+                accounts,
+                tasks,
+                rounds,
+                ttl_ms,
+                rest @ ..,
+            ] => {
+                let unlocked = match rest {
+                    [] => false,
+                    ["--no-lock"] => true,
+                    other => return Err(format!("unknown transfer option {other:?}")),
+                };
+                multi::transfer(multi::Transfers {
+                    url,
+                    store,
+                    accounts: parse(accounts)?,
+                    tasks: parse(tasks)?,
+                    rounds: parse(rounds)?,
+                    ttl: Duration::from_millis(parse(ttl_ms)?),
+                    unlocked,
+                })
+                .await
+            }
+            ["hold-all", url, ttl_ms, keys @ ..] => {
+                multi::hold_all(url, Duration::from_millis(parse(ttl_ms)?), keys).await
             }
             _ => Err(format!(
                 "usage: see the doc comment of lock_worker.rs; got {args:?}"
