@@ -448,3 +448,79 @@ mod behaviours {
         assert!(!site.exists(a));
     }
 }
+
+/// An observer reading every key at once (one `MGET` on one server) while
+/// holders of overlapping sets contend never sees an owner holding part
+/// of its set.
+mod observer {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use lock_runtime::{LockConfig, Locker};
+    use lock_tests::RedisServer;
+    use lock_tests::fixtures::{STALL_PROOF_TTL, lock_key};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_observer_never_sees_a_subset_held_by_one_owner() {
+        let server = RedisServer::start();
+        let names = ["a", "b", "c"];
+        let sets: [&[&str]; 4] = [&["a", "b"], &["c", "b"], &["a", "c", "b"], &["c", "a"]];
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for set in sets {
+            let locker = Locker::connect(LockConfig::from_url(&server.url()).unwrap())
+                .await
+                .unwrap();
+            let stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let request = locker.lock_all(set.iter().copied()).ttl(STALL_PROOF_TTL);
+                    let guard = request
+                        .wait(Duration::from_secs(30))
+                        .acquire()
+                        .await
+                        .unwrap();
+                    tokio::task::yield_now().await;
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+        let keys: Vec<String> = names.iter().map(|name| lock_key(name)).collect();
+        let mut seen_held = 0;
+        for _ in 0..400 {
+            let mut mget = vec!["MGET"];
+            mget.extend(keys.iter().map(String::as_str));
+            let redis::Value::Array(values) = tokio::task::block_in_place(|| server.cmd(&mget))
+            else {
+                panic!("MGET answered no array");
+            };
+            let mut by_owner: HashMap<String, Vec<&str>> = HashMap::new();
+            for (name, value) in names.iter().zip(values) {
+                if let redis::Value::BulkString(value) = value {
+                    let value = String::from_utf8(value).unwrap();
+                    let owner = value.trim_end_matches('~').to_owned();
+                    by_owner.entry(owner).or_default().push(name);
+                }
+            }
+            for held in by_owner.values() {
+                seen_held += 1;
+                let whole = sets.iter().any(|set| {
+                    let mut set = set.to_vec();
+                    set.sort_unstable();
+                    set == *held
+                });
+                assert!(whole, "an owner held {held:?}, part of its set");
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert!(
+            seen_held >= 50,
+            "the observer saw {seen_held} holds: the run proves nothing"
+        );
+    }
+}
