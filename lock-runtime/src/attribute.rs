@@ -15,6 +15,7 @@ use crate::host::Host;
 use crate::locker::Locker;
 
 mod mode;
+mod multi;
 mod permits;
 
 use self::mode::BodyGuard;
@@ -128,6 +129,22 @@ pub async fn run_locked<F: Future>(
         }
     }
     outcome.ok_or_else(|| lost(&handle, key))
+}
+
+/// Acquires every key of `keys` at once (`keys = [..]`), runs `body`
+/// while holding them, releases them (see [`multi::run_with_keys`]).
+///
+/// `Ok(body's output)`, or the lock error, as [`run_locked`].
+pub async fn run_locked_all<F: Future>(
+    locker: Result<Locker, LockError>,
+    keys: Vec<String>,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let locker = locker?;
+    // Boxed once, as in `run_locked`.
+    let body = Box::pin(body);
+    multi::run_with_keys(&locker, keys, options, body).await
 }
 
 /// The guard of a holding call, until its body ended and the call releases

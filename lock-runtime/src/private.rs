@@ -1,7 +1,7 @@
 //! What `#[distributed_lock]` expands to: the generated code's one door
 //! into this crate. Not a public API: it may change in any release.
 
-pub use crate::attribute::{Mode, OnReleaseError, Options, Permits, run_locked};
+pub use crate::attribute::{Mode, OnReleaseError, Options, Permits, run_locked, run_locked_all};
 pub use crate::engine::lost::OnLost;
 
 use crate::error::LockError;
