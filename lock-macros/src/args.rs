@@ -12,7 +12,11 @@ use crate::errors::Errors;
 use crate::key_template::{KeyTemplate, identifier_like};
 use crate::mode::{self, Mode};
 
-const VALID: &str = "`key`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `limit`, `permits`, `locker` and `crate`";
+const VALID: &str = "`key`, `keys`, `ttl`, `wait`, `watchdog`, `fair`, `on_lost`, `on_release_error`, `reentrant`, `max_hold`, `mode`, `limit`, `permits`, `locker` and `crate`";
+
+/// The runtime's `MULTI_MAX_KEYS`: the most keys one call may take at
+/// once.
+const MAX_KEYS: usize = 1024;
 
 /// The runtime's `SEMAPHORE_MAX_LIMIT`: every acquisition of a semaphore
 /// reads the claims of every permit held.
@@ -40,13 +44,36 @@ pub(crate) enum OnReleaseError {
 /// argument was wrong, so that its placeholders are checked in the same
 /// build.
 pub(crate) struct LockArgs {
-    pub(crate) key: Option<KeyTemplate>,
+    pub(crate) key: Option<Keys>,
     rest: Partial,
+}
+
+/// What a call locks: one key (`key = ".."`), or several at once
+/// (`keys = ["..", ".."]`).
+pub(crate) enum Keys {
+    One(KeyTemplate),
+    Several(Vec<KeyTemplate>),
+}
+
+impl Keys {
+    /// Every template, in the order written.
+    pub(crate) fn templates(&self) -> &[KeyTemplate] {
+        match self {
+            Keys::One(key) => std::slice::from_ref(key),
+            Keys::Several(keys) => keys,
+        }
+    }
+
+    /// The templates as written, for the lock's metrics and traces.
+    pub(crate) fn text(&self) -> String {
+        let texts: Vec<String> = self.templates().iter().map(KeyTemplate::text).collect();
+        texts.join(", ")
+    }
 }
 
 /// The arguments of an attribute without mistakes, ready to generate from.
 pub(crate) struct Complete {
-    pub(crate) key: KeyTemplate,
+    pub(crate) key: Keys,
     pub(crate) ttl: Option<DurationArg>,
     pub(crate) wait: Option<DurationArg>,
     pub(crate) watchdog: Option<bool>,
@@ -107,6 +134,7 @@ impl LockArgs {
         };
         let mut seen: Vec<String> = Vec::new();
         let mut key = None;
+        let mut keys_at = None;
         let mut args = Partial::default();
         for RawArg { name, value } in raw {
             let label = name.unraw().to_string();
@@ -121,7 +149,18 @@ impl LockArgs {
             let result = match label.as_str() {
                 "key" => string(&value, &label)
                     .and_then(|lit| KeyTemplate::parse(&lit))
-                    .map(|t| key = Some(t)),
+                    .map(|t| {
+                        if key.is_none() {
+                            key = Some(Keys::One(t));
+                        }
+                    }),
+                "keys" => {
+                    keys_at = Some(name.span());
+                    if let Some(t) = templates(&value, errors) {
+                        key = Some(Keys::Several(t));
+                    }
+                    Ok(())
+                }
                 "ttl" => string(&value, &label)
                     .and_then(|lit| ttl(&lit))
                     .map(|d| args.ttl = Some(d)),
@@ -191,11 +230,14 @@ impl LockArgs {
             ));
         }
         args.check_semaphore(errors);
+        if let Some(at) = keys_at {
+            args.check_keys(at, seen.iter().any(|label| label == "key"), errors);
+        }
         // A `key` that was given but invalid already has its own error.
-        if !seen.iter().any(|label| label == "key") {
+        if !seen.iter().any(|label| label == "key" || label == "keys") {
             errors.push(syn::Error::new(
                 Span::call_site(),
-                "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]`",
+                "missing `key`: name the lock, e.g. `#[distributed_lock(key = \"stock:<id>\")]` (or several at once: `keys = [\"acct:<from>\", \"acct:<to>\"]`)",
             ));
         }
         Self { key, rest: args }
@@ -250,6 +292,38 @@ struct Partial {
 }
 
 impl Partial {
+    /// The mistakes `keys` (written at `at`) makes with the others: one
+    /// call takes one lock.
+    fn check_keys(&self, at: Span, with_key: bool, errors: &mut Errors) {
+        let beside = [
+            (
+                with_key,
+                "`key`: a call takes one key or several; leave one of them out",
+            ),
+            (
+                self.fair == Some(true),
+                "`fair = true`: several keys are taken as the exclusive lock takes each, with no line",
+            ),
+            (
+                self.mode.is_some(),
+                "`mode`: several keys are taken as the exclusive lock takes each, with no sides",
+            ),
+            (
+                self.limit.is_some(),
+                "`limit`: a call takes several keys or permits of a semaphore, not both",
+            ),
+            (
+                self.reentrant.is_some(),
+                "`reentrant`: a call with `keys` never runs under an enclosing hold (it is refused under one of its keys)",
+            ),
+        ];
+        for (clash, why) in beside {
+            if clash {
+                errors.push(syn::Error::new(at, format!("`keys` beside {why}")));
+            }
+        }
+    }
+
     /// The mistakes only the semaphore's arguments together can make.
     fn check_semaphore(&mut self, errors: &mut Errors) {
         match (self.limit, self.permits) {
@@ -305,6 +379,46 @@ fn string(value: &Expr, name: &str) -> syn::Result<LitStr> {
             format!("`{name}` takes a string literal, e.g. {}", example(name)),
         )),
     }
+}
+
+/// `keys = ["..", ..]`: an array of one to [`MAX_KEYS`] key templates.
+/// Every mistake goes to `errors`, each at its element; None when any.
+fn templates(value: &Expr, errors: &mut Errors) -> Option<Vec<KeyTemplate>> {
+    let not_an_array = |spanned: &Expr| {
+        syn::Error::new_spanned(
+            spanned,
+            "`keys` takes an array of string literals, e.g. `keys = [\"acct:<from>\", \"acct:<to>\"]`",
+        )
+    };
+    let Expr::Array(array) = ungrouped(value) else {
+        errors.push(not_an_array(value));
+        return None;
+    };
+    if array.elems.is_empty() || array.elems.len() > MAX_KEYS {
+        errors.push(syn::Error::new_spanned(
+            array,
+            format!("`keys` names 1 to {MAX_KEYS} keys"),
+        ));
+        return None;
+    }
+    let mut templates = Vec::new();
+    let mut failed = false;
+    for element in &array.elems {
+        let parsed = match ungrouped(element) {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) => KeyTemplate::parse(lit),
+            other => Err(not_an_array(other)),
+        };
+        match parsed {
+            Ok(template) => templates.push(template),
+            Err(error) => {
+                errors.push(error);
+                failed = true;
+            }
+        }
+    }
+    (!failed).then_some(templates)
 }
 
 fn boolean(value: &Expr, name: &str) -> syn::Result<bool> {

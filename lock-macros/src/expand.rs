@@ -23,7 +23,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Expr, FnArg, Ident, ItemFn, Local, Pat, Path, Stmt, Type};
 
-use crate::args::{Complete, LockArgs, OnLost, OnReleaseError};
+use crate::args::{Complete, Keys, LockArgs, OnLost, OnReleaseError};
 use crate::errors::Errors;
 use crate::key_template::KeyTemplate;
 use crate::shape::{self, Shape};
@@ -43,11 +43,12 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     // mistake (an unknown argument does not hide an unknown placeholder).
     let args = LockArgs::parse(args, &mut errors);
     valid::check_function(&function, &mut errors);
-    if let Some(key) = &args.key
-        && errors.take(key.check(&bindings)).is_none()
-        && let Some(hint) = renamed_parameter_hint(&function, key)
-    {
-        errors.push(hint);
+    for key in args.key.iter().flat_map(Keys::templates) {
+        if errors.take(key.check(&bindings)).is_none()
+            && let Some(hint) = renamed_parameter_hint(&function, key)
+        {
+            errors.push(hint);
+        }
     }
     match (errors.finish(), args.complete()) {
         (Ok(()), Some(args)) => generate(&args, &bindings, &function),
@@ -202,7 +203,22 @@ fn locked(
     let ret = Ident::new("__lock_ret", Span::mixed_site());
     let error = Ident::new("__lock_error", Span::mixed_site());
 
-    let render_key = args.key.render(bindings);
+    // One key is a `String`; several, a `Vec<String>` for `lock_all`.
+    let (render_key, key_type, run) = match &args.key {
+        Keys::One(key) => (
+            key.render(bindings),
+            quote!(::std::string::String),
+            quote!(run_locked),
+        ),
+        Keys::Several(keys) => {
+            let rendered = keys.iter().map(|key| key.render(bindings));
+            (
+                quote!(::std::vec![#(#rendered),*]),
+                quote!(::std::vec::Vec<::std::string::String>),
+                quote!(run_locked_all),
+            )
+        }
+    };
     let locker_source = match &args.locker {
         Some(expr) => quote_spanned!(expr.span()=> #private::locker_from(&(#expr))),
         None => quote!(#private::global_locker()),
@@ -260,13 +276,13 @@ fn locked(
     };
 
     quote! {
-        let #key: ::std::string::String = #render_key;
+        let #key: #key_type = #render_key;
         let #locker = #locker_source;
         let #body_future = async move {
             #pin_output
             #(#body)*
         };
-        let #ret = #private::run_locked(
+        let #ret = #private::#run(
             #locker,
             #key,
             #private::Options {
@@ -371,8 +387,12 @@ fn error_type_span(output: &Type) -> Span {
 /// (`let sku = sku;`). One that only the key uses would then be reported
 /// unused, though the key, rendered outside the body, uses it: those
 /// rebindings, and only those, allow it.
-fn quiet_key_rebindings(body: &[Stmt], key: &KeyTemplate) -> Vec<Stmt> {
-    let roots: Vec<&str> = key.roots().collect();
+fn quiet_key_rebindings(body: &[Stmt], keys: &Keys) -> Vec<Stmt> {
+    let roots: Vec<&str> = keys
+        .templates()
+        .iter()
+        .flat_map(KeyTemplate::roots)
+        .collect();
     let mut body = body.to_vec();
     for stmt in &mut body {
         if let Stmt::Local(local) = stmt

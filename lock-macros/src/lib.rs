@@ -94,6 +94,15 @@ use proc_macro::TokenStream;
 ///   Calls do not nest: one inside the body takes permits of its own,
 ///   and `reentrant` is an error there. `lock_runtime::current()` names
 ///   no semaphore.
+/// - **Several keys**: with `keys = ["acct:<from>", "acct:<to>"]` in place
+///   of `key`, the call holds every key at once (`Locker::lock_all`), each
+///   as the exclusive lock of that name, all or none, and callers naming
+///   them in any order never deadlock. The loss of any key is the loss of
+///   the call's hold. Calls do not nest: a call nested in one of this
+///   task's calls that holds one of its keys fails at once with
+///   `LockError::HeldByThisTask`, and a `key` call nested inside its body
+///   for one of its keys waits for it (until its `wait` runs out);
+///   `lock_runtime::current()` names no multi-key hold.
 /// - **Losing the lock**: the watchdog renews the lease every ttl/3 while
 ///   the body runs and learns of a loss before the key can expire on the
 ///   server; under `on_lost = "cancel"` the body is dropped at its next
@@ -108,7 +117,8 @@ use proc_macro::TokenStream;
 ///
 /// | argument | default | |
 /// |---|---|---|
-/// | `key = "stock:<sku>"` | required | the lock's name, rendered as above |
+/// | `key = "stock:<sku>"` | required (or `keys`) | the lock's name, rendered as above |
+/// | `keys = ["acct:<from>", "acct:<to>"]` | none | in place of `key`: several locks held at once, all or none, each rendered as above (1 to 1024). Refused on Redlock (`LockError::Config`) |
 /// | `ttl = "3s"` | the locker's `default_ttl` (30 s) | lease length: `"250ms"`, `"3s"`, `"1m30s"`; at least 10 ms |
 /// | `wait = "2s"` | the locker's `default_wait` (else the ttl) | longest wait for a busy lock; `"0s"` tries once |
 /// | `watchdog = true` | `true` | renew the lease while the body runs; `false` = a fixed lease, reported lost when it ends |
@@ -132,7 +142,9 @@ use proc_macro::TokenStream;
 /// (or an `on_release_error` other than `"warn"`/`"fail"`, a `mode` other
 /// than `"read"`/`"write"`, or a `mode` beside `fair = true` or `limit`),
 /// a `limit` or `permits` that is not 1 to 1024, `permits` above `limit`
-/// or without it, `reentrant` beside `limit`,
+/// or without it, `reentrant` beside `limit`, `key` beside `keys` (at
+/// `keys`), an empty `keys` or one that is not an array of string
+/// literals, `keys` beside `fair`, `mode`, `limit` or `reentrant`,
 /// a non-async fn, a return type that is not a `Result` (at the return
 /// type), an error type without `From<LockError>` (at the error type), the
 /// attribute on something that is not a function. The original item is

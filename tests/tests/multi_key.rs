@@ -524,3 +524,65 @@ mod observer {
         );
     }
 }
+
+/// The attribute with `keys = [..]`: each call holds every key it names
+/// at once, and a call nested in one that holds one of them is refused
+/// rather than left waiting for its own caller.
+mod attribute {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use lock_runtime::{LockConfig, LockError, Locker, distributed_lock};
+
+    /// Calls inside a body for each of three accounts now, and the most.
+    static INSIDE: [AtomicU32; 3] = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+    static MOST: AtomicU32 = AtomicU32::new(0);
+
+    #[distributed_lock(keys = ["acct:<from>", "acct:<to>"], wait = "60s", locker = locker)]
+    async fn transfer(locker: &Locker, from: usize, to: usize) -> Result<(), LockError> {
+        for account in [from, to] {
+            let now = INSIDE[account].fetch_add(1, Ordering::SeqCst) + 1;
+            MOST.fetch_max(now, Ordering::SeqCst);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for account in [from, to] {
+            INSIDE[account].fetch_sub(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    #[distributed_lock(key = "acct:<from>", locker = locker)]
+    async fn audit_then_transfer(locker: &Locker, from: usize, to: usize) -> Result<(), LockError> {
+        transfer(locker, from, to).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_naming_accounts_in_any_order_never_share_one() {
+        let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+        let pairs = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)];
+        let calls = pairs
+            .iter()
+            .cycle()
+            .take(24)
+            .map(|&(from, to)| transfer(&locker, from, to));
+        for result in futures_util::future::join_all(calls).await {
+            result.unwrap();
+        }
+        assert_eq!(
+            MOST.load(Ordering::SeqCst),
+            1,
+            "an account in two bodies at once"
+        );
+        assert_eq!(locker.stats().acquired, 24);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_nested_under_one_of_its_keys_is_refused_at_once() {
+        let locker = Locker::connect(LockConfig::in_memory()).await.unwrap();
+        let err = audit_then_transfer(&locker, 0, 1).await.unwrap_err();
+        assert!(
+            matches!(&err, LockError::HeldByThisTask { key } if key == "acct:0"),
+            "{err:?}"
+        );
+    }
+}

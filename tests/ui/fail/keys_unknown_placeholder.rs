@@ -1,0 +1,8 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(keys = ["acct:<from>", "acct:<too>"])]
+async fn transfer(from: u64, to: u64) -> Result<u64, LockError> {
+    Ok(from + to)
+}
+
+fn main() {}
