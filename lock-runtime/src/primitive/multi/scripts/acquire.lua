@@ -12,8 +12,10 @@
 -- that line.
 local token, ttl = ARGV[1], ARGV[2]
 local marked = token .. '~'
+local values = {}
 for i, key in ipairs(KEYS) do
     local held = redis.call('GET', key)
+    values[i] = held
     if held and held ~= token and held ~= marked and string.sub(held, -1) ~= '^' then
         if string.sub(held, -1) ~= '~' then
             redis.call('APPEND', key, '~')
@@ -21,8 +23,8 @@ for i, key in ipairs(KEYS) do
         return {0, redis.call('PTTL', key), i}
     end
 end
-for _, key in ipairs(KEYS) do
-    local held = redis.call('GET', key)
+for i, key in ipairs(KEYS) do
+    local held = values[i]
     if held == token or held == marked then
         redis.call('PEXPIRE', key, ttl)
     elseif held then
