@@ -20,6 +20,7 @@ pub mod fair;
 pub mod gaps;
 pub mod hot_key;
 pub mod meter;
+pub mod multi;
 pub mod pinning;
 pub mod plan;
 pub mod project;

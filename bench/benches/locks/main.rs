@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lock_bench::fair::FairContender;
+use lock_bench::multi::MultiContender;
 use lock_bench::pinning::{self, Cores};
 use lock_bench::project::ProjectContender;
 use lock_bench::raw::{self, RawContender};
@@ -176,6 +177,8 @@ enum Implementation {
     ReadWrite(Side),
     /// One permit of the project's semaphore of this many permits.
     Semaphore(u32),
+    /// This many keys at once with the project's `lock_all`.
+    Multi(u32),
 }
 
 impl Implementation {
@@ -193,6 +196,7 @@ impl Implementation {
             Self::MacroPair => format!("{}+{}", Variant::Macro.name(), Variant::Handwritten.name()),
             Self::ReadWrite(side) => side.name().to_owned(),
             Self::Semaphore(limit) => format!("semaphore_{limit}"),
+            Self::Multi(keys) => format!("multi_{keys}"),
         }
     }
 
@@ -215,12 +219,13 @@ impl Implementation {
                 all.extend(Self::READ_WRITE);
                 all
             }
-            // The read/write lock's and the semaphore's pairs beside the
-            // exclusive lock's.
+            // The read/write lock's, the semaphore's and the multi-key
+            // lock's pairs beside the exclusive lock's.
             UNCONTENDED_PAIR => {
                 let mut all = vec![Self::Project(None), Self::Raw, Self::Rslock];
                 all.extend(Self::READ_WRITE);
                 all.extend([Self::Semaphore(1), Self::Semaphore(8)]);
+                all.extend([Self::Multi(2), Self::Multi(8)]);
                 all
             }
             HANDOFF => vec![Self::Project(None), Self::Fair, Self::Raw, Self::Rslock],
@@ -358,6 +363,10 @@ async fn run_one(
         }
         Implementation::Semaphore(limit) => {
             let connect = || SemaphoreContender::connect(url, limit);
+            drive(scenario, connect, context, 1).await.map(single)
+        }
+        Implementation::Multi(keys) => {
+            let connect = || MultiContender::connect(url, keys);
             drive(scenario, connect, context, 1).await.map(single)
         }
         Implementation::Fair => {
