@@ -27,6 +27,9 @@ pub(crate) enum Sabotage {
     /// A fair lock's release hands the lock to the newest live waiter
     /// instead of the oldest: a grant overtakes the line.
     LifoLine,
+    /// A multi-key lock takes only the first key of each group it sends,
+    /// and answers as if it took them all.
+    PartialMulti,
 }
 
 /// The defect this process was started with, if any.
@@ -39,6 +42,7 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("silent-after-stall") => Some(Sabotage::SilentAfterStall),
         Ok("over-limit") => Some(Sabotage::OverLimit),
         Ok("lifo-line") => Some(Sabotage::LifoLine),
+        Ok("partial-multi") => Some(Sabotage::PartialMulti),
         _ => None,
     })
 }
