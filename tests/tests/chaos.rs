@@ -168,6 +168,31 @@ fn one_server_with_faults_on_the_holders() {
     });
 }
 
+/// One server, one task in four of each worker holding two resources at
+/// once (`CHAOS_MULTI=1`, `locker.lock_all`) beside the exclusive lock's
+/// holders of the same keys, with kills, freezes and cuts of the holders:
+/// each multi-key hold is recorded as one section per key, so the
+/// checker's per-key rules (one owner of a key at a time, fences rising)
+/// judge every key whichever kind of call held it.
+#[test]
+fn one_server_with_multi_key_holders() {
+    let run_for = run_for(20);
+    let server = RedisServer::start();
+    let store = RedisServer::start();
+    let minimums = Minimums {
+        // The holders are faulted, not the server.
+        server_faults_hit: 0,
+        ..minimums(run_for)
+    };
+    until_met("chaos multi-key", &minimums, |round| {
+        let mut plan = plan(LockPath::Proxied(server.port()), &store, run_for);
+        plan.env.push(("CHAOS_MULTI".into(), "1".into()));
+        let mut fleet = Fleet::start(WORKER, &format!("multi-{round}"), plan);
+        let injected = rotate(&mut fleet, &[kill, freeze, cut], |_, _| false);
+        (fleet.finish(&store), injected)
+    });
+}
+
 /// A three-node cluster: holders killed and frozen, the node that serves a
 /// held lock frozen, a lock's slot migrated mid-run.
 #[test]
@@ -402,6 +427,19 @@ fn a_fair_lock_that_serves_its_line_backwards_is_caught() {
             plan.resources = 1;
         }) > 0,
         "the checker passed grants out of arrival order"
+    );
+}
+
+/// A multi-key lock that takes only the first of its keys and answers as
+/// if it took them all: its sections on the other keys overlap their
+/// holders', whichever kind of call holds them.
+#[test]
+fn a_multi_key_lock_that_takes_part_of_its_keys_is_caught() {
+    assert!(
+        sabotaged_run_with("partial-multi", |plan| {
+            plan.env.push(("CHAOS_MULTI".into(), "1".into()));
+        }) > 0,
+        "the checker passed a multi-key lock that held part of its keys"
     );
 }
 

@@ -45,7 +45,10 @@
 //!   stopped: if its worker was frozen while it held, before B began, it is
 //!   enough that A was told, or ended, within `grace` (the lease ttl) of the
 //!   thaw. A killed A ends at the kill, so B beginning before the kill of an
-//!   untold A is a violation.
+//!   untold A is a violation. A hold of several keys at once (the
+//!   multi-key lock) is recorded as one section per key, each with that
+//!   key's fence, so this rule judges each key whichever kind of call held
+//!   it: no key is held by two owners at once.
 //! - **S3 cancel promise.** A `cancel` section told while its call ran,
 //!   before its body was done (or whose body never finished), ends lost (or
 //!   killed); and it sends at most one write after the signal (the one

@@ -15,6 +15,11 @@
 //! With `CHAOS_FAIR=1`, one task in four takes fair locks instead, on
 //! resources of their own (`fair-r0`, ...), and records when the server
 //! saw each section arrive in line, for the checker's order rule.
+//! With `CHAOS_MULTI=1`, one task in four takes two resources at once
+//! (`locker.lock_all`), of the same keys as the other tasks' locks, and
+//! records its hold as one section per key (each with that key's fence),
+//! so that the checker's per-key rules judge every key whichever kind of
+//! call held it.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -201,6 +206,90 @@ async fn fairly(section: &Section) -> Result<(), LockError> {
     result
 }
 
+/// Two resources taken at once, as the attribute takes a lock with
+/// `on_lost = "cancel"`: one section per key, begun, written and done
+/// together, each with its key's fence; the body is dropped once the hold
+/// is known lost (any key), and a body that finished after its lease ran
+/// out answers `Lost`.
+async fn together(pair: &[Section; 2]) -> Result<(), LockError> {
+    let names: Vec<String> = pair.iter().map(|s| format!("chaos:{}", s.key)).collect();
+    let guard = lock_runtime::global()?
+        .lock_all(names.iter().cloned())
+        .ttl(TTL)
+        .wait(Duration::from_secs(3))
+        .acquire()
+        .await?;
+    let lock = guard.handle();
+    let fences: Vec<u64> = names
+        .iter()
+        .map(|name| guard.fence(name).unwrap_or(0))
+        .collect();
+    let lost = || LockError::Lost {
+        key: names.join(", "),
+    };
+    let result = tokio::select! {
+        biased;
+        () = lock.lost() => Err(lost()),
+        result = both(pair, &lock, &fences) => match result {
+            Ok(()) if !lock.is_held() => Err(lost()),
+            other => other,
+        },
+    };
+    let _ = guard.release().await;
+    result
+}
+
+/// The body of [`together`]: each section's begin, its two writes and its
+/// done, as [`Section::run`] records them for one.
+async fn both(
+    pair: &[Section; 2],
+    lock: &lock_runtime::LockHandle,
+    fences: &[u64],
+) -> Result<(), LockError> {
+    for (section, &fence) in pair.iter().zip(fences) {
+        section.history.record(Event::Begin {
+            sid: section.sid.clone(),
+            fence,
+            t: monotonic_ns(),
+        });
+        let watcher = {
+            let (history, told) = (section.history.clone(), section.told.clone());
+            let (sid, lost) = (section.sid.clone(), lock.lost());
+            tokio::spawn(async move {
+                lost.await;
+                Section::record_told(&history, &told, &sid);
+            })
+        };
+        *section.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+        *section.lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock.clone());
+    }
+    let body = async {
+        tokio::time::sleep(pair[0].pause).await;
+        for (section, &fence) in pair.iter().zip(fences) {
+            section.write(1, fence).await?;
+        }
+        let hold = if pair[0].long {
+            TTL * 3 / 2
+        } else {
+            pair[0].pause / 2
+        };
+        tokio::time::sleep(hold).await;
+        for (section, &fence) in pair.iter().zip(fences) {
+            section.write(2, fence).await?;
+        }
+        tokio::time::sleep(pair[0].pause / 2).await;
+        Ok(())
+    };
+    let result = body.await;
+    for section in pair {
+        section.history.record(Event::Done {
+            sid: section.sid.clone(),
+            t: monotonic_ns(),
+        });
+    }
+    result
+}
+
 /// Runs the worker until its deadline.
 pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
     let text = |e: &dyn std::fmt::Display| e.to_string();
@@ -232,6 +321,7 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
     });
     println!("ready");
     let fair = std::env::var("CHAOS_FAIR").is_ok_and(|on| on == "1");
+    let multi = std::env::var("CHAOS_MULTI").is_ok_and(|on| on == "1");
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let sections = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -246,27 +336,33 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
                 Mode::Cancel
             };
             let fair = fair && task % 4 == 1;
+            let multi = multi && task % 4 == 2 && resources > 1;
             let mut round = 0u64;
             while Instant::now() < deadline {
                 round += 1;
-                let seq = sections.fetch_add(1, Ordering::SeqCst);
-                let section = Section {
+                let (pause, long) = (
+                    Duration::from_millis(1 + random.below(4)),
+                    round.is_multiple_of(8),
+                );
+                let first = random.below(resources);
+                let section = |resource: u64| Section {
                     history: history.clone(),
                     store: store.clone(),
                     script: redis::Script::new(STORE_SCRIPT),
-                    sid: format!("{worker}.{seq}"),
-                    key: format!(
-                        "{}r{}",
-                        if fair { "fair-" } else { "" },
-                        random.below(resources)
-                    ),
-                    pause: Duration::from_millis(1 + random.below(4)),
-                    long: round.is_multiple_of(8),
+                    sid: format!("{worker}.{}", sections.fetch_add(1, Ordering::SeqCst)),
+                    key: format!("{}r{resource}", if fair { "fair-" } else { "" }),
+                    pause,
+                    long,
                     told: Arc::default(),
                     watcher: Mutex::new(None),
                     lock: Mutex::new(None),
                 };
-                let outcome = one_section(&section, mode, fair).await;
+                let outcome = if multi {
+                    let second = (first + 1 + random.below(resources - 1)) % resources;
+                    one_pair(&[section(first), section(second)]).await
+                } else {
+                    one_section(&section(first), mode, fair).await
+                };
                 if matches!(outcome, Outcome::Error | Outcome::Timeout) {
                     // Not a busy loop while the lock service is down.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -293,17 +389,39 @@ pub async fn run(args: ChaosArgs<'_>) -> Result<(), String> {
 
 /// One section, from `invoke` to `end`; of a fair lock if `fair`.
 async fn one_section(section: &Section, mode: Mode, fair: bool) -> Outcome {
+    invoke(section, mode);
+    let result = match mode {
+        _ if fair => fairly(section).await,
+        Mode::Cancel => cancelled_on_loss(&section.key, section).await,
+        Mode::Continue => finished_after_loss(&section.key, section).await,
+    };
+    end(section, &result).await
+}
+
+/// Two sections held together ([`together`]), from their `invoke` to
+/// their `end`; the outcome of the first (both have the same).
+async fn one_pair(pair: &[Section; 2]) -> Outcome {
+    for section in pair {
+        invoke(section, Mode::Cancel);
+    }
+    let result = together(pair).await;
+    let outcome = end(&pair[0], &result).await;
+    end(&pair[1], &result).await;
+    outcome
+}
+
+fn invoke(section: &Section, mode: Mode) {
     section.history.record(Event::Invoke {
         sid: section.sid.clone(),
         key: section.key.clone(),
         mode,
         t: monotonic_ns(),
     });
-    let result = match mode {
-        _ if fair => fairly(section).await,
-        Mode::Cancel => cancelled_on_loss(&section.key, section).await,
-        Mode::Continue => finished_after_loss(&section.key, section).await,
-    };
+}
+
+/// Records how `section`'s call ended with `result`, its loss signal if
+/// the call was told as it returned, and stops its watcher.
+async fn end(section: &Section, result: &Result<(), LockError>) -> Outcome {
     let lock = section
         .lock
         .lock()
@@ -320,7 +438,7 @@ async fn one_section(section: &Section, mode: Mode, fair: bool) -> Outcome {
             Section::record_told(&section.history, &section.told, &section.sid);
         }
     }
-    let outcome = match &result {
+    let outcome = match result {
         Ok(_) => Outcome::Ok,
         Err(LockError::Lost { .. }) => {
             // Being handed `Lost` is being told, if the watcher was not first.
