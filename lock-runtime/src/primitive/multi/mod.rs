@@ -248,15 +248,18 @@ impl Multi {
                 Ok(GroupAnswer::Granted(fence)) => fences[group.clone()].fill(fence),
                 Ok(GroupAnswer::Busy { pttl, index }) => {
                     // Holds stay a prefix of the order: what was taken
-                    // after the busy group goes back before the wait.
+                    // after the busy group goes back before the wait. An
+                    // attempt that will not wait keeps nothing.
+                    let keep = position > 0 && attempt.waits;
+                    let from = if keep { position + 1 } else { 0 };
                     if let Err(err) = self
-                        .release_from(node, attempt.route, attempt.token, position + 1)
+                        .release_from(node, attempt.route, attempt.token, from)
                         .await
                     {
                         tracing::debug!(error = %err, "letting go of the groups after a busy one failed; trying again");
                         return Ok(AcquireReply::Unknown);
                     }
-                    return Ok(self.busy(pttl, index, position > 0));
+                    return Ok(self.busy(pttl, index, keep));
                 }
                 // Nothing is known of this group; the attempt stays armed,
                 // so whatever it holds is let go of if it ends here.
