@@ -98,6 +98,64 @@ mod multi_key {
         );
     }
 
+    /// Eight keys across a Cluster's slots, taken by four lockers in four
+    /// orders (and one of them alone by a fifth): every caller
+    /// makes progress, and no key is inside two bodies at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eight_keys_across_slots_in_opposing_orders_make_progress() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::time::Duration;
+
+        const ROUNDS: u32 = 8;
+        let site = site(Kind::Cluster, "multi-eight-keys");
+        let names: Vec<String> = (0..8).map(|n| format!("k{n}")).collect();
+        let inside: Arc<Vec<AtomicU32>> = Arc::new((0..8).map(|_| AtomicU32::new(0)).collect());
+        let orders: Vec<Vec<usize>> = vec![
+            (0..8).collect(),
+            (0..8).rev().collect(),
+            vec![3, 1, 7, 5, 0, 2, 6, 4],
+            vec![6, 4, 2, 0, 7, 5, 3, 1],
+            vec![5],
+        ];
+        let mut tasks = Vec::new();
+        for order in orders {
+            let locker = site.locker().await;
+            let (inside, names) = (inside.clone(), names.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let keys: Vec<String> = order.iter().map(|&i| names[i].clone()).collect();
+                    let request = locker
+                        .lock_all(keys)
+                        .ttl(lock_tests::fixtures::STALL_PROOF_TTL);
+                    let guard = request
+                        .wait(Duration::from_secs(30))
+                        .acquire()
+                        .await
+                        .unwrap();
+                    for &i in &order {
+                        assert_eq!(inside[i].fetch_add(1, Ordering::SeqCst), 0, "k{i} shared");
+                    }
+                    tokio::task::yield_now().await;
+                    for &i in &order {
+                        inside[i].fetch_sub(1, Ordering::SeqCst);
+                    }
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            tokio::time::timeout(Duration::from_secs(60), task)
+                .await
+                .expect("every order makes progress")
+                .unwrap();
+        }
+        assert!(
+            names.iter().all(|name| !site.exists(name)),
+            "nothing is left"
+        );
+    }
+
     /// Not built on Redlock: a request there is refused, by name.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redlock_refuses_a_multi_key_lock() {
