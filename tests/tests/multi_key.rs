@@ -35,6 +35,8 @@ macro_rules! on {
                 a_deleted_key_is_reported_lost,
                 a_fixed_lease_frees_every_key_after_its_ttl,
                 a_cancelled_wait_leaves_nothing_held,
+                a_dropped_guard_releases_every_key,
+                a_hold_cap_gives_every_key_back,
                 repeats_are_one_key_and_no_key_is_an_error,
             );
         }
@@ -491,6 +493,31 @@ mod behaviours {
         )
         .await;
         assert!(held.release().await.unwrap());
+    }
+
+    pub async fn a_dropped_guard_releases_every_key(site: &Site, [a, b, c]: [&str; 3]) {
+        let (x, y) = (site.locker().await, site.locker().await);
+        drop(take(&x, &[a, b, c]).await.unwrap());
+        eventually("the dropped guard released", STALL_ROOM * 3, || {
+            x.stats().released == 1
+        })
+        .await;
+        assert!(!site.exists(a) && !site.exists(b) && !site.exists(c));
+        let again = take(&y, &[c, b, a]).await.expect("every key is free");
+        assert!(again.release().await.unwrap());
+    }
+
+    pub async fn a_hold_cap_gives_every_key_back(site: &Site, [a, b, c]: [&str; 3]) {
+        let (x, y) = (site.locker().await, site.locker().await);
+        let cap = TTL;
+        let guard = x.lock_all([a, b, c]).ttl(TTL).max_hold(cap);
+        let guard = guard.acquire().await.unwrap();
+        tokio::time::timeout(cap + STALL_ROOM, guard.lost())
+            .await
+            .expect("the cap ends the hold");
+        assert!(!guard.is_held());
+        let next = y.lock_all([b, c, a]).wait(TTL + STALL_ROOM).acquire().await;
+        assert!(next.is_ok(), "the capped keys came back: {next:?}");
     }
 
     pub async fn repeats_are_one_key_and_no_key_is_an_error(site: &Site, [a, b, _]: [&str; 3]) {
