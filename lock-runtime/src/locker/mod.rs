@@ -171,9 +171,9 @@ impl Locker {
     /// multi-key hold of `a` and `b` excludes `lock("a")` and `lock("b")`,
     /// and the other way round. Callers that name the same keys in
     /// different orders never deadlock: every caller takes them in one
-    /// global order. A key named twice is one key. Not on Redlock yet:
-    /// there `acquire` answers [`LockError::Config`], as it does for an
-    /// empty list.
+    /// global order. A key named twice is one key; an empty list is a
+    /// [`LockError::Config`]. On every topology, Redlock included (a
+    /// majority of masters holds every key).
     ///
     /// ```no_run
     /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {

@@ -24,7 +24,7 @@ pub(crate) mod reply;
 pub(crate) mod request;
 pub(crate) mod scripts;
 mod twins;
-mod votes;
+pub(crate) mod votes;
 
 use std::future::Future;
 use std::time::Duration;

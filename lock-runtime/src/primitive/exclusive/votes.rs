@@ -7,7 +7,7 @@ use crate::backend::redlock::quorum;
 
 /// One master's answer to an acquire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Vote {
+pub(crate) enum Vote {
     /// The lock is ours there; its counter stands at `fence`.
     Granted(u64),
     /// Granted by a master still in its restart quarantine for `left`: it
@@ -32,7 +32,7 @@ pub(super) enum Vote {
 
 /// What an acquire round decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// A majority granted; `fence` is the highest of their counters,
     /// `at_fence` how many granting masters' counters already stand there,
     /// and `behind` the granting masters whose counters are lower.
@@ -51,7 +51,7 @@ pub(super) enum Verdict {
 
 /// The answers of one acquire round so far.
 #[derive(Debug)]
-pub(super) struct AcquireVotes {
+pub(crate) struct AcquireVotes {
     total: usize,
     /// Masters out of quarantine that granted, with their counters.
     granted: Vec<(usize, u64)>,
@@ -67,7 +67,7 @@ pub(super) struct AcquireVotes {
 
 impl AcquireVotes {
     /// A round over `total` masters, nobody answered yet.
-    pub(super) fn new(total: usize) -> Self {
+    pub(crate) fn new(total: usize) -> Self {
         Self {
             total,
             granted: Vec::new(),
@@ -79,7 +79,7 @@ impl AcquireVotes {
     }
 
     /// Records master `index`'s answer.
-    pub(super) fn add(&mut self, index: usize, vote: Vote) {
+    pub(crate) fn add(&mut self, index: usize, vote: Vote) {
         match vote {
             Vote::Granted(fence) => self.granted.push((index, fence)),
             Vote::Fresh { fence, left } => self.fresh.push((index, fence, left)),
@@ -95,7 +95,7 @@ impl AcquireVotes {
     /// majority out of quarantine granted; otherwise only when every master
     /// answered, so that a failed round's clean-up is ordered after every
     /// one of its calls and its count of grants is exact.
-    pub(super) fn decided(&self) -> Option<Verdict> {
+    pub(crate) fn decided(&self) -> Option<Verdict> {
         let needed = quorum(self.total);
         let answered = self.granted.len() + self.fresh.len() + self.busy.len() + self.failed;
         if self.granted.len() >= needed || answered == self.total {
@@ -113,7 +113,7 @@ impl AcquireVotes {
     /// survive in any case. This lets a fresh deployment lock at once,
     /// while a restarted master cannot join the masters the previous owner
     /// never held to form a second majority.
-    pub(super) fn verdict(&self, missing: usize) -> Verdict {
+    pub(crate) fn verdict(&self, missing: usize) -> Verdict {
         let needed = quorum(self.total);
         if self.granted.len() >= needed {
             return Self::granted(self.granted.iter().copied());
@@ -155,7 +155,7 @@ impl AcquireVotes {
 
     /// Masters that may hold our key: all but those that answered busy
     /// (a grant, a failure or a missing answer may each have left it set).
-    pub(super) fn maybe_ours(&self) -> Vec<usize> {
+    pub(crate) fn maybe_ours(&self) -> Vec<usize> {
         (0..self.total)
             .filter(|index| !self.busy.iter().any(|&(busy, _)| busy == *index))
             .collect()

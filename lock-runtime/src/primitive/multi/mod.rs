@@ -26,10 +26,13 @@
 //! - Many tasks of one locker may hold distinct sets at once, so none
 //!   takes a turn in its locker's line (whose lines are per key), and no
 //!   hold is passed in process.
-//! - Not on Redlock yet: a request there is a [`LockError::Config`].
+//! - On Redlock ([`quorum`]): one script per master over every key, all
+//!   or none there, and a majority of masters as for the exclusive lock,
+//!   whose vote counting and fence counters it shares.
 
 pub(crate) mod guard;
 pub(crate) mod order;
+mod quorum;
 pub(crate) mod request;
 pub(crate) mod scripts;
 mod twins;
@@ -93,7 +96,7 @@ enum GroupAnswer {
 
 impl Multi {
     /// The keys named `names` under `prefix`, each once; refused when
-    /// there is none, too many, or on Redlock.
+    /// there is none, or too many.
     pub(crate) fn new(
         prefix: &str,
         names: &[String],
@@ -108,12 +111,6 @@ impl Multi {
             return Err(LockError::config(format!(
                 "a multi-key lock of {} keys; name at most {MULTI_MAX_KEYS}",
                 names.len()
-            )));
-        }
-        if matches!(backend, Backend::Redlock(_)) {
-            return Err(LockError::config(format!(
-                "multi-key lock of `{}`: not on Redlock yet (a grant there would need one script per master over every key and a majority of masters, which is not built); use one server, Sentinel or a Cluster",
-                names.join("`, `")
             )));
         }
         let keys = names
@@ -150,7 +147,7 @@ impl Multi {
         match backend {
             Backend::Node(node) => Ok(node),
             Backend::Redlock(_) => Err(LockError::config(
-                "a multi-key lock is not taken on Redlock",
+                "a multi-key lock keeps no waiting place on Redlock",
             )),
         }
     }
@@ -428,7 +425,10 @@ impl Primitive for Multi {
         backend: &'a Backend,
         attempt: &'a Try<'a>,
     ) -> Result<AcquireReply, LockError> {
-        let node = self.node(backend)?;
+        let node = match backend {
+            Backend::Node(node) => node,
+            Backend::Redlock(masters) => return quorum::acquire(masters, self, attempt).await,
+        };
         let ttl_ms = ms(attempt.ttl);
         self.state.ttl_ms.store(ttl_ms, Ordering::SeqCst);
         if self.groups.len() == 1 {
@@ -444,9 +444,13 @@ impl Primitive for Multi {
         route: Route,
         token: &'a OwnerToken,
         _fence: u64,
-        _landing: Option<&'a Landing>,
+        landing: Option<&'a Landing>,
     ) -> Result<bool, LockError> {
-        self.release_from(self.node(backend)?, route, token, 0)
-            .await
+        match backend {
+            Backend::Node(node) => self.release_from(node, route, token, 0).await,
+            Backend::Redlock(masters) => {
+                quorum::release(masters, self, route, token, landing).await
+            }
+        }
     }
 }

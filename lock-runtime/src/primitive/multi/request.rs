@@ -41,7 +41,7 @@ impl MultiLockRequest {
     /// Returns within the wait plus two bounded round trips, as
     /// [`LockRequest::acquire`](crate::LockRequest::acquire) does, with the
     /// same errors; [`LockError::Config`] for no key, more than
-    /// [`MULTI_MAX_KEYS`](crate::MULTI_MAX_KEYS), or on Redlock.
+    /// [`MULTI_MAX_KEYS`](crate::MULTI_MAX_KEYS).
     ///
     /// ```no_run
     /// # async fn run(locker: lock_runtime::Locker) -> Result<(), lock_runtime::LockError> {

@@ -11,7 +11,10 @@
 //!
 //! Each script touches the keys of one hash slot only (all of them on one
 //! server and Sentinel; on a Cluster, the keys of one slot: see
-//! [`super::order`]), so each is one atomic step.
+//! [`super::order`]), so each is one atomic step. On Redlock the counted
+//! scripts also touch the master's fence counter and up mark, the
+//! exclusive lock's (see [`super::quorum`]); they have no in-memory twin,
+//! the in-memory store being one node.
 //!
 //! # Fences
 //! A grant's fence is the server's clock in µs, read in the script that
@@ -34,3 +37,15 @@ pub(crate) static ACQUIRE: LazyLock<LuaScript> =
 /// was the token's.
 pub(crate) static RELEASE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::with_twin(include_str!("release.lua"), twins::release));
+
+/// Redlock: takes every key on one master, or none, counting the grant
+/// on the master's fence counter (see `acquire_counted.lua`). Returns
+/// `{1, fence, quarantine left}` or `{0, pttl, now, index of the busy
+/// key (1-based)}`.
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("acquire_counted.lua")));
+
+/// Redlock: confirms every key on one master and raises its counter to
+/// the fence handed out (see `raise_counter.lua`). Returns 1 or 0.
+pub(crate) static RAISE_COUNTER: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(include_str!("raise_counter.lua")));
