@@ -118,7 +118,7 @@ use proc_macro::TokenStream;
 /// | argument | default | |
 /// |---|---|---|
 /// | `key = "stock:<sku>"` | required (or `keys`) | the lock's name, rendered as above |
-/// | `keys = ["acct:<from>", "acct:<to>"]` | none | in place of `key`: several locks held at once, all or none, each rendered as above (1 to 1024). Refused on Redlock (`LockError::Config`) |
+/// | `keys = ["acct:<from>", "acct:<to>"]` | none | in place of `key`: several locks held at once, all or none, each rendered as above (1 to 1024) |
 /// | `ttl = "3s"` | the locker's `default_ttl` (30 s) | lease length: `"250ms"`, `"3s"`, `"1m30s"`; at least 10 ms |
 /// | `wait = "2s"` | the locker's `default_wait` (else the ttl) | longest wait for a busy lock; `"0s"` tries once |
 /// | `watchdog = true` | `true` | renew the lease while the body runs; `false` = a fixed lease, reported lost when it ends |

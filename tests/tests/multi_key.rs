@@ -59,6 +59,7 @@ mod multi_key {
     on!(single, Kind::Single, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
     on!(cluster, Kind::Cluster, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
     on!(sentinel, Kind::Sentinel, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
+    on!(redlock, Kind::Redlock, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
 
     /// On a Cluster, names whose lock keys share one hash slot: taken by
     /// one script, with the same behaviours.
@@ -156,19 +157,6 @@ mod multi_key {
             names.iter().all(|name| !site.exists(name)),
             "nothing is left"
         );
-    }
-
-    /// Not built on Redlock: a request there is refused, by name.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn redlock_refuses_a_multi_key_lock() {
-        let site = site(Kind::Redlock, "multi-redlock");
-        let locker = site.locker().await;
-        let err = locker.lock_all(["a", "b"]).acquire().await.unwrap_err();
-        let lock_runtime::LockError::Config(message) = err else {
-            panic!("{err:?}");
-        };
-        assert!(message.contains("Redlock"), "{message}");
-        assert!(!site.exists("a") && !site.exists("b"));
     }
 }
 
@@ -678,5 +666,55 @@ mod attribute {
             matches!(&err, LockError::HeldByThisTask { key } if key == "acct:0"),
             "{err:?}"
         );
+    }
+}
+
+/// On Redlock: held when a majority of masters holds every key, each
+/// master all or none.
+mod redlock_majority {
+    use std::time::Duration;
+
+    use lock_runtime::{LockConfig, Locker};
+    use lock_tests::fixtures::{exists, lock_key, redlock_url, settled_masters};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_busy_on_a_minority_is_granted_and_on_a_majority_is_not() {
+        let masters = tokio::task::block_in_place(|| settled_masters(3));
+        let locker = Locker::connect(LockConfig::from_url(&redlock_url(&masters)).unwrap())
+            .await
+            .unwrap();
+        // b held by someone else on one master: a majority holds both.
+        masters[0].cmd(&["SET", &lock_key("b"), "other/owner", "PX", "30000"]);
+        let guard = locker.lock_all(["a", "b"]).try_acquire().await.unwrap();
+        let guard = guard.expect("a majority of masters holds a and b");
+        // All or none on each master: the one where b is busy took no a.
+        assert!(!exists(&masters[0], &lock_key("a")));
+        assert!(exists(&masters[1], &lock_key("a")) && exists(&masters[2], &lock_key("b")));
+        assert!(guard.release().await.unwrap());
+        // b held by someone else on two masters: no majority, nothing left.
+        masters[1].cmd(&["SET", &lock_key("b"), "other/owner", "PX", "30000"]);
+        let none = locker.lock_all(["a", "b"]).wait(Duration::from_millis(200));
+        assert!(none.acquire().await.is_err());
+        for master in &masters {
+            assert!(!exists(master, &lock_key("a")), "a busy round took a");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_master_down_still_grants_and_fences_rise_across_kinds() {
+        let mut masters = tokio::task::block_in_place(|| settled_masters(3));
+        let locker = Locker::connect(LockConfig::from_url(&redlock_url(&masters)).unwrap())
+            .await
+            .unwrap();
+        let single = locker.lock("a").try_acquire().await.unwrap().unwrap();
+        let before = single.fence();
+        assert!(single.release().await.unwrap());
+        tokio::task::block_in_place(|| masters[2].kill());
+        let guard = locker.lock_all(["b", "a"]).acquire().await.unwrap();
+        assert!(guard.fence("a").unwrap() > before);
+        let after = guard.fence("a").unwrap();
+        assert!(guard.release().await.unwrap());
+        let single = locker.lock("a").acquire().await.unwrap();
+        assert!(single.fence() > after);
     }
 }
