@@ -226,6 +226,38 @@ fn cluster_with_frozen_nodes_and_migrating_slots() {
     });
 }
 
+/// The cluster run with one task in four of each worker holding two
+/// resources at once (`CHAOS_MULTI=1`), across slots: the node serving a
+/// held key frozen, its slot migrated mid-run, holders killed and frozen.
+#[test]
+fn cluster_with_multi_key_holders_across_slots() {
+    let run_for = run_for(20);
+    let cluster = RedisCluster::start();
+    let store = RedisServer::start();
+    until_met("chaos cluster multi-key", &minimums(run_for), |round| {
+        let mut plan = plan(LockPath::Direct(cluster.url()), &store, run_for);
+        plan.env.push(("CHAOS_MULTI".into(), "1".into()));
+        let mut fleet = Fleet::start(WORKER, &format!("cluster-multi-{round}"), plan);
+        let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
+            let resource = format!("lock:{{chaos:r{}}}", n % 3);
+            let node = cluster.node_for_key(&resource);
+            let start = monotonic_ns();
+            if n % 2 == 0 {
+                cluster.nodes()[node].pause();
+                std::thread::sleep(TTL * 2);
+                cluster.nodes()[node].resume();
+                fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
+            } else {
+                let slot = cluster.slot_of(&resource);
+                cluster.migrate_slot(slot, node, (node + 1) % cluster.nodes().len());
+                fleet.record_server_fault(ServerFault::Migrate, start, monotonic_ns());
+            }
+            true
+        });
+        (fleet.finish(&store), injected)
+    });
+}
+
 /// Redlock over three masters: holders killed and frozen; one master (a
 /// minority) frozen, or restarted empty (no persistence).
 #[test]
@@ -245,6 +277,41 @@ fn redlock_with_a_minority_of_masters_faulted() {
             &format!("redlock-{round}"),
             plan(LockPath::Direct(url.clone()), &store, run_for),
         );
+        let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
+            let master = &mut masters[n % 3];
+            let start = monotonic_ns();
+            if n % 2 == 0 {
+                master.pause();
+                std::thread::sleep(TTL * 2);
+                master.resume();
+                fleet.record_server_fault(ServerFault::Freeze, start, monotonic_ns());
+            } else {
+                master.restart();
+                fleet.record_server_fault(ServerFault::Restart, start, monotonic_ns());
+            }
+            true
+        });
+        (fleet.finish(&store), injected)
+    });
+}
+
+/// The Redlock run with one task in four of each worker holding two
+/// resources at once (`CHAOS_MULTI=1`): one master frozen or restarted
+/// empty, holders killed and frozen.
+#[test]
+fn redlock_with_multi_key_holders() {
+    let run_for = run_for(20);
+    let mut masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let url = lock_tests::fixtures::redlock_url(&masters);
+    let store = RedisServer::start();
+    let minimums = Minimums {
+        passed_in_process: 0,
+        ..minimums(run_for)
+    };
+    until_met("chaos redlock multi-key", &minimums, |round| {
+        let mut plan = plan(LockPath::Direct(url.clone()), &store, run_for);
+        plan.env.push(("CHAOS_MULTI".into(), "1".into()));
+        let mut fleet = Fleet::start(WORKER, &format!("redlock-multi-{round}"), plan);
         let injected = rotate(&mut fleet, &[kill, freeze], |fleet, n| {
             let master = &mut masters[n % 3];
             let start = monotonic_ns();
