@@ -132,7 +132,7 @@ pub async fn run_locked<F: Future>(
 }
 
 /// Acquires every key of `keys` at once (`keys = [..]`), runs `body`
-/// while holding them, releases them (see [`multi::run_with_keys`]).
+/// while holding them, releases them ([`Locker::lock_all`]).
 ///
 /// `Ok(body's output)`, or the lock error, as [`run_locked`].
 pub async fn run_locked_all<F: Future>(

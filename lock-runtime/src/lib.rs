@@ -38,7 +38,9 @@
 //!   [`LockConfig::from_env`]); or a [`Locker`] of your own, named with
 //!   `locker = ..`.
 //! - Without the attribute: [`Locker::lock`] gives a [`LockRequest`],
-//!   whose `acquire` gives a [`LockGuard`].
+//!   whose `acquire` gives a [`LockGuard`]; several keys at once, all or
+//!   none and without deadlock: [`Locker::lock_all`], a [`MultiGuard`]
+//!   (`keys = [..]` on the attribute).
 //! - Every failure is a [`LockError`].
 //! - Tests without Redis: [`LockConfig::in_memory`] and
 //!   [`memory::MemoryStore`]; the recipe is in [`guide::testing`].
