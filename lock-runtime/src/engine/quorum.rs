@@ -100,3 +100,12 @@ pub(crate) async fn let_go_everywhere(
         _ => Ok(deleted),
     }
 }
+
+/// A master whose connection failed (refused, never reached, or dropped
+/// under the call) is down for now: its manager reconnects meanwhile, so an
+/// acquisition asks such a majority once more at once, and then gives up.
+/// One that timed out or answered an error may only be slow.
+pub(crate) fn is_down(err: &LockError) -> bool {
+    matches!(err, LockError::Redis(err)
+        if (err.is_connection_refusal() || err.is_connection_dropped()) && !err.is_timeout())
+}
