@@ -486,6 +486,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
             kind: lease.leased.kind,
             keys: &lease.keys,
             suffix: lease.leased.suffix,
+            holders: lease.leased.holders,
             token: &lease.token,
             ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
             fence: lease.fence,

@@ -256,14 +256,8 @@ impl Primitive for ReadWrite {
 
     fn leased(&self) -> Leased {
         match self.mode {
-            Mode::Read => Leased {
-                kind: LeaseKind::Member,
-                suffix: READERS,
-            },
-            Mode::Write => Leased {
-                kind: LeaseKind::Key,
-                suffix: WRITER,
-            },
+            Mode::Read => Leased::one_holder(LeaseKind::Member, READERS),
+            Mode::Write => Leased::one_holder(LeaseKind::Key, WRITER),
         }
     }
 
@@ -291,10 +285,7 @@ impl Primitive for ReadWrite {
             Mode::Write => INTENTS,
         };
         Some(Place {
-            leased: Leased {
-                kind: LeaseKind::Member,
-                suffix,
-            },
+            leased: Leased::one_holder(LeaseKind::Member, suffix),
             ttl: self.intent_lease,
         })
     }
