@@ -35,7 +35,15 @@ pub(crate) struct Waiters {
     /// listener last had a gap: a waiter that joins one of them hears
     /// every release from then on, with no subscription of its own.
     confirmed: Arc<Mutex<HashSet<String>>>,
+    /// The latest releases told by name ([`Release::by`]), with their
+    /// channels: a release that every Redlock master tells wakes this
+    /// process's waiters once.
+    told: Arc<Mutex<VecDeque<(String, Grantee)>>>,
 }
+
+/// Named releases remembered: far more than a burst of releases on one
+/// channel can bring before their messages from every master are in.
+const TOLD_KEPT: usize = 64;
 
 /// One waiting acquisition.
 #[derive(Default)]
@@ -129,6 +137,7 @@ impl Waiters {
             own,
             clock,
             confirmed: Arc::default(),
+            told: Arc::default(),
         }
     }
 
@@ -203,6 +212,23 @@ impl Waiters {
         }
     }
 
+    /// Whether `release` was told on `channel` already (by another
+    /// master); remembers it if not.
+    fn told_before(&self, channel: &str, release: Release) -> bool {
+        let Some(by) = release.by else {
+            return false;
+        };
+        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        if told.iter().any(|(on, who)| *who == by && on == channel) {
+            return true;
+        }
+        if told.len() == TOLD_KEPT {
+            told.pop_front();
+        }
+        told.push_back((channel.to_owned(), by));
+        false
+    }
+
     /// Whether anyone waits on anything.
     pub(crate) fn is_empty(&self) -> bool {
         self.lock().is_empty()
@@ -222,7 +248,7 @@ impl Waiters {
     /// says (one, unless it freed more: see [`Wakes`]), unless this
     /// locker's own line let the lock go for others.
     pub(crate) fn wake(&self, channel: &str, release: Release) {
-        if release.yielded_by == Some(self.own) {
+        if release.yielded_by == Some(self.own) || self.told_before(channel, release) {
             return;
         }
         let count = match release.wakes {
@@ -307,6 +333,8 @@ impl crate::memory::Listener for WeakWaiters {
                     own: self.1,
                     clock: self.2,
                     confirmed: Arc::default(),
+                    // One store tells each release once.
+                    told: Arc::default(),
                 };
                 waiters.wake(channel, release);
                 true
@@ -322,6 +350,7 @@ impl crate::memory::Listener for WeakWaiters {
                 own: self.1,
                 clock: self.2,
                 confirmed: Arc::default(),
+                told: Arc::default(),
             };
             waiters
                 .lock()
@@ -440,6 +469,7 @@ mod tests {
             deleted_at,
             yielded_by: None,
             wakes: Wakes::Some(1),
+            by: None,
         }
     }
 
@@ -524,6 +554,16 @@ mod tests {
         assert!(!is_woken(&behind), "nor the ones behind it");
         waiters.wake("c", free(5));
         assert!(is_woken(&three) && is_woken(&behind));
+        // One release told by every master wakes once.
+        let waiters = Waiters::default();
+        let (first, second) = (join(&waiters, "c"), join(&waiters, "c"));
+        let told = |master| Release {
+            by: Some(Grantee::of("holder")),
+            ..Release { master, ..free(1) }
+        };
+        waiters.wake("c", told(0));
+        waiters.wake("c", told(1));
+        assert!(is_woken(&first) && !is_woken(&second));
         // A waiter for one leaving with its wake-up does not hand it to
         // a waiter for three.
         let waiters = Waiters::default();
