@@ -129,6 +129,13 @@ impl Site {
             _ => {
                 // Started off the test's runtime: it blocks for seconds.
                 let servers = servers(kind);
+                if let Servers::Redlock(masters) = servers {
+                    // Past their restart quarantine under this prefix too:
+                    // the behaviours are not about restarts.
+                    for master in masters {
+                        crate::fixtures::settle_prefix(master, &prefix);
+                    }
+                }
                 let config = LockConfig::from_url(&servers.url())
                     .expect("a valid deployment URL")
                     .connect_timeout(CONNECT_TIMEOUT)

@@ -89,7 +89,12 @@ pub fn settled_masters(count: usize) -> Vec<RedisServer> {
 /// Marks a Redlock master as past its restart quarantine, for a test about
 /// something else than restarts (reconnecting to a master that came back).
 pub fn settle(master: &RedisServer) {
-    master.cmd(&["SET", "lock:up-for", &u64::MAX.to_string()]);
+    settle_prefix(master, "lock:");
+}
+
+/// [`settle`] for the locks under key prefix `prefix`.
+pub fn settle_prefix(master: &RedisServer, prefix: &str) {
+    master.cmd(&["SET", &format!("{prefix}up-for"), &u64::MAX.to_string()]);
 }
 
 /// The Redis key of lock `name` under the default prefix.

@@ -56,7 +56,8 @@
 //!     counted inside on the server (`inside:<key>`, the most ever in
 //!     `most:<key>`), then `released <held>`; with <rounds> 0, takes them
 //!     once and holds them until killed. Prints `lost` and exits when a
-//!     loss signal comes.
+//!     loss signal comes. Counts on the server `PERMITS_STORE_URL` names
+//!     when set (on Redlock, one master outside the test's faults).
 //! lock_worker permits-chaos <url> <key> <limit> <permits> <ttl-ms> <hold-ms> <history-file>
 //!     Takes <permits> of the semaphore <key> again and again, each time
 //!     for <hold-ms>, until killed, recording every hold in
