@@ -63,8 +63,8 @@ pub(crate) struct Release {
     /// writer's release, before every waiting reader).
     pub(crate) wakes: Wakes,
     /// Who let go, by the digest of its token, when the message says: on
-    /// Redlock every master tells the same release, and a process wakes
-    /// its waiters for the first telling only.
+    /// Redlock every master tells the same release, and a waiter wakes
+    /// once, at the telling it waits for.
     pub(crate) by: Option<Grantee>,
 }
 

@@ -230,6 +230,13 @@ impl Primitive for Semaphore {
         usize::try_from(self.permits).unwrap_or(usize::MAX)
     }
 
+    fn told_by(&self, backend: &Backend) -> usize {
+        match backend {
+            Backend::Node(_) => 1,
+            Backend::Redlock(masters) => self.masters_needed(masters.len()),
+        }
+    }
+
     async fn try_acquire<'a>(
         &'a self,
         backend: &'a Backend,

@@ -4,7 +4,12 @@
 //! something undone ([`undo_on`]), and letting go everywhere while
 //! answering at the pace of the masters a decision needs
 //! ([`let_go_everywhere`]). What a vote means, and how many masters make a
-//! decision, is the primitive's.
+//! decision, is the primitive's. A primitive whose holders are leases in
+//! each master's own data (readers, permits) runs its tries as one
+//! [`round::grant_round`], counted by [`votes`].
+
+pub(crate) mod round;
+pub(crate) mod votes;
 
 use std::sync::Arc;
 use std::time::Duration;
