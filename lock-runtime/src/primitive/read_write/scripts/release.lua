@@ -56,12 +56,15 @@ local function publish(channel, message)
 end
 
 local at = time[1] .. string.format('%06d', time[2])
+-- Named by the token's digest: on Redlock every master tells it, and a
+-- waiter wakes once, when enough masters told it.
+local by = ';by=' .. redis.sha1hex(token)
 local writers_wait = redis.call('EXISTS', KEYS[3]) == 1
 if wrote and writers_wait and redis.call('EXISTS', KEYS[4]) == 1 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
     if redis.call('EXISTS', KEYS[4]) == 1 then
         redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
-        publish(ARGV[3], at .. ';all')
+        publish(ARGV[3], at .. ';all' .. by)
         return released
     end
 end
@@ -72,7 +75,7 @@ if writers_wait and redis.call('EXISTS', KEYS[5]) == 0 then
     if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
         redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
         if redis.call('EXISTS', KEYS[2]) == 0 then
-            publish(ARGV[4], at)
+            publish(ARGV[4], at .. ';1' .. by)
         end
         return released
     end
@@ -80,6 +83,6 @@ end
 -- (A writer that let go leaves no writer behind; one that gave up may.)
 if wrote or (intended and redis.call('EXISTS', KEYS[1]) == 0) then
     -- Nobody waits to write: every waiting reader may read.
-    publish(ARGV[3], at .. ';all')
+    publish(ARGV[3], at .. ';all' .. by)
 end
 return released
