@@ -39,7 +39,7 @@
 //! lock_worker read-hold <url> <lock-key> <ttl-ms>
 //!     Takes a read of the read/write lock <lock-key>, prints
 //!     `acquired <fence>`, and keeps it (renewed) until killed, or for at
-//!     most 60 s.
+//!     most 60 s; prints `lost` and exits when a loss signal comes.
 //! lock_worker read-loop <url> <lock-key> <ttl-ms> <tasks> <hold-ms> <seconds>
 //!     <tasks> readers of <lock-key> each take a read, hold it <hold-ms>
 //!     and take the next, for <seconds>; prints `ready` once that many
