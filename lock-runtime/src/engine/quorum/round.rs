@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::votes::{Vote, Votes};
-use super::{run_everywhere, undo_on};
+use super::{is_down, run_everywhere, undo_on};
 use crate::backend::Route;
 use crate::backend::flights::InFlight;
 use crate::backend::redlock::{RedlockBackend, Round};
@@ -37,6 +37,20 @@ use crate::error::LockError;
 /// when there are some (a master that cannot lets go, and refuses).
 pub(crate) type TryCall = Arc<dyn Fn(&[u32]) -> ScriptCall + Send + Sync>;
 
+/// Reads one master's answer as a vote; None for an answer it cannot
+/// read.
+pub(crate) type Reader = fn(&[i64]) -> Option<Vote>;
+
+/// One master's answer, or its failure, as a vote.
+fn vote_of(read: Reader, answer: Result<Vec<i64>, LockError>) -> Vote {
+    match answer {
+        Ok(answer) => read(&answer).unwrap_or(Vote::Failed { down: false }),
+        Err(err) => Vote::Failed {
+            down: is_down(&err),
+        },
+    }
+}
+
 /// What a primitive brings to a round.
 pub(crate) struct Ballot<'a> {
     /// Its resource's name, for errors.
@@ -44,8 +58,9 @@ pub(crate) struct Ballot<'a> {
     /// Masters a grant needs.
     pub(crate) needed: usize,
     pub(crate) call: TryCall,
-    /// One master's answer as a vote.
-    pub(crate) read: fn(Result<Vec<i64>, LockError>) -> Vote,
+    /// One master's answer as a vote (None: an answer it cannot read,
+    /// counted as a failed master).
+    pub(crate) read: Reader,
     /// The call that lets go of whatever the try may hold on a master.
     pub(crate) undo: ScriptCall,
     /// A refusal of the primitive's own, as its error.
@@ -80,7 +95,7 @@ pub(crate) async fn grant_round(
     .decisive_from(ballot.needed);
     let mut votes = Votes::new(total, ballot.needed);
     while let Some((master, answer)) = round.recv().await {
-        votes.add(master, (ballot.read)(answer));
+        votes.add(master, vote_of(ballot.read, answer));
         if votes.agreed().is_some() || votes.hopeless() {
             break;
         }
@@ -100,7 +115,7 @@ pub(crate) async fn grant_round(
     }
     // Undecided: let every call end before judging, or undoing, it.
     while let Some((master, answer)) = round.recv().await {
-        votes.add(master, (ballot.read)(answer));
+        votes.add(master, vote_of(ballot.read, answer));
     }
     if let Some(terms) = agree_on_terms(masters, attempt, &ballot, &mut votes, bound).await {
         return Ok((
@@ -146,7 +161,7 @@ async fn agree_on_terms(
     )
     .decisive_from(usize::MAX);
     while let Some((master, answer)) = round.recv().await {
-        votes.add(master, (ballot.read)(answer));
+        votes.add(master, vote_of(ballot.read, answer));
     }
     (votes.agreeing(&terms) >= votes.needed()).then_some(terms)
 }
@@ -157,7 +172,7 @@ struct Mover {
     masters: RedlockBackend,
     route: Route,
     call: TryCall,
-    read: fn(Result<Vec<i64>, LockError>) -> Vote,
+    read: Reader,
     terms: Vec<u32>,
     bound: Duration,
 }
@@ -170,7 +185,7 @@ impl Mover {
             let _flight = flight;
             let mut elsewhere = Vec::new();
             while let Some((master, answer)) = round.recv().await {
-                if let Vote::Granted { terms, .. } = (self.read)(answer)
+                if let Vote::Granted { terms, .. } = vote_of(self.read, answer)
                     && terms != self.terms
                 {
                     elsewhere.push(master);

@@ -28,32 +28,24 @@ use crate::backend::script::ScriptCall;
 use crate::engine::primitive::{AcquireReply, Try};
 use crate::engine::quorum::round::{Ballot, grant_round};
 use crate::engine::quorum::votes::Vote;
-use crate::engine::quorum::{is_down, let_go_everywhere, run_everywhere};
+use crate::engine::quorum::{let_go_everywhere, run_everywhere};
 use crate::error::LockError;
 use crate::primitive::shared::ms;
 
 /// One master's `{1, fence, quarantine left}` or `{0, pttl, place kept}`
 /// as a vote.
-fn vote(answer: Result<Vec<i64>, LockError>) -> Vote {
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) => {
-            return Vote::Failed {
-                down: is_down(&err),
-            };
-        }
-    };
-    match *answer.as_slice() {
-        [1, fence, left, ..] => Vote::Granted {
+fn vote(answer: &[i64]) -> Option<Vote> {
+    match *answer {
+        [1, fence, left, ..] => Some(Vote::Granted {
             fence: u64::try_from(fence).unwrap_or(0),
             terms: Vec::new(),
             counted: left == 0,
-        },
-        [0, pttl, ref place @ ..] => Vote::Busy {
+        }),
+        [0, pttl, ref place @ ..] => Some(Vote::Busy {
             pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
             place: place.first() == Some(&1),
-        },
-        _ => Vote::Failed { down: false },
+        }),
+        _ => None,
     }
 }
 
@@ -159,30 +151,31 @@ mod tests {
     #[test]
     fn answers_read_as_votes() {
         assert_eq!(
-            vote(Ok(vec![1, 17, 0])),
-            Vote::Granted {
+            vote(&[1, 17, 0]),
+            Some(Vote::Granted {
                 fence: 17,
                 terms: Vec::new(),
                 counted: true
-            }
+            })
         );
         assert!(matches!(
-            vote(Ok(vec![1, 17, 30])),
-            Vote::Granted { counted: false, .. }
+            vote(&[1, 17, 30]),
+            Some(Vote::Granted { counted: false, .. })
         ));
         assert_eq!(
-            vote(Ok(vec![0, 40, 1])),
-            Vote::Busy {
+            vote(&[0, 40, 1]),
+            Some(Vote::Busy {
                 pttl: Some(Duration::from_millis(40)),
                 place: true
-            }
+            })
         );
         assert!(matches!(
-            vote(Ok(vec![0, -1, 0])),
-            Vote::Busy {
+            vote(&[0, -1, 0]),
+            Some(Vote::Busy {
                 pttl: None,
                 place: false
-            }
+            })
         ));
+        assert_eq!(vote(&[7]), None);
     }
 }

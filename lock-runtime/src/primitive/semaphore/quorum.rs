@@ -41,40 +41,32 @@ use crate::backend::Route;
 use crate::backend::flights::Landing;
 use crate::backend::redlock::{RedlockBackend, quorum_among};
 use crate::engine::primitive::{AcquireReply, Try};
+use crate::engine::quorum::let_go_everywhere;
 use crate::engine::quorum::round::{Ballot, grant_round};
 use crate::engine::quorum::votes::Vote;
-use crate::engine::quorum::{is_down, let_go_everywhere};
 use crate::error::LockError;
 use crate::owner::OwnerToken;
 
 /// One master's `{1, fence, quarantine left, slot...}`, `{0, pttl}` or
 /// `{-1, limit held under}` as a vote.
-fn vote(answer: Result<Vec<i64>, LockError>) -> Vote {
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) => {
-            return Vote::Failed {
-                down: is_down(&err),
-            };
-        }
-    };
-    match *answer.as_slice() {
-        [1, fence, left, ref slots @ ..] => Vote::Granted {
+fn vote(answer: &[i64]) -> Option<Vote> {
+    match *answer {
+        [1, fence, left, ref slots @ ..] => Some(Vote::Granted {
             fence: u64::try_from(fence).unwrap_or(0),
             terms: slots
                 .iter()
                 .map(|&slot| u32::try_from(slot).unwrap_or(u32::MAX))
                 .collect(),
             counted: left == 0,
-        },
-        [0, pttl, ..] => Vote::Busy {
+        }),
+        [0, pttl, ..] => Some(Vote::Busy {
             pttl: u64::try_from(pttl)
                 .ok()
                 .map(std::time::Duration::from_millis),
             place: false,
-        },
-        [-1, limit, ..] => Vote::Refused(limit),
-        _ => Vote::Failed { down: false },
+        }),
+        [-1, limit, ..] => Some(Vote::Refused(limit)),
+        _ => None,
     }
 }
 
@@ -149,21 +141,22 @@ mod tests {
     #[test]
     fn answers_read_as_votes() {
         assert_eq!(
-            vote(Ok(vec![1, 17, 0, 0, 2])),
-            Vote::Granted {
+            vote(&[1, 17, 0, 0, 2]),
+            Some(Vote::Granted {
                 fence: 17,
                 terms: vec![0, 2],
                 counted: true
-            }
+            })
         );
         assert!(matches!(
-            vote(Ok(vec![1, 17, 5, 1])),
-            Vote::Granted { counted: false, .. }
+            vote(&[1, 17, 5, 1]),
+            Some(Vote::Granted { counted: false, .. })
         ));
-        assert_eq!(vote(Ok(vec![-1, 4])), Vote::Refused(4));
+        assert_eq!(vote(&[-1, 4]), Some(Vote::Refused(4)));
         assert!(matches!(
-            vote(Ok(vec![0, -1])),
-            Vote::Busy { pttl: None, .. }
+            vote(&[0, -1]),
+            Some(Vote::Busy { pttl: None, .. })
         ));
+        assert_eq!(vote(&[]), None);
     }
 }
