@@ -249,7 +249,10 @@ mod behaviours {
             .await
             .expect("the writer gets in once the reader left")
             .unwrap();
-        assert!(write_fence > read_fence);
+        assert!(
+            write_fence > read_fence,
+            "write {write_fence} after read {read_fence}"
+        );
         reader.await.unwrap();
         writer.await.unwrap();
         assert!(!site.keeps_any("feed", &KEYS));

@@ -8,7 +8,8 @@
 //!   waiting for the other masters: their calls run on in the background,
 //!   and one that grants other terms is moved to the decided ones (or lets
 //!   go), so that every master that later renews the holder holds it on
-//!   those terms.
+//!   those terms. A master that answered busy and kept a place for the
+//!   try gives it up (the holder waits no more).
 //! - Enough counted grants on different terms (after a fault): the terms
 //!   most of them name are asked of the others, and the try holds when
 //!   enough then hold those.
@@ -63,6 +64,9 @@ pub(crate) struct Ballot<'a> {
     pub(crate) read: Reader,
     /// The call that lets go of whatever the try may hold on a master.
     pub(crate) undo: ScriptCall,
+    /// The call that gives up only the place a try kept on a master that
+    /// answered busy, once the others granted (None: tries keep none).
+    pub(crate) leave: Option<ScriptCall>,
     /// A refusal of the primitive's own, as its error.
     pub(crate) refusal: &'a (dyn Fn(i64) -> LockError + Sync),
 }
@@ -109,8 +113,10 @@ pub(crate) async fn grant_round(
             read: ballot.read,
             terms: terms.clone(),
             bound,
+            leave: ballot.leave,
+            placed: votes.placed(),
         };
-        mover.follow(round, attempt.flight.clone());
+        mover.follow(Some(round), attempt.flight.clone());
         return Ok((AcquireReply::Acquired { fence }, terms));
     }
     // Undecided: let every call end before judging, or undoing, it.
@@ -118,12 +124,19 @@ pub(crate) async fn grant_round(
         votes.add(master, vote_of(ballot.read, answer));
     }
     if let Some(terms) = agree_on_terms(masters, attempt, &ballot, &mut votes, bound).await {
-        return Ok((
-            AcquireReply::Acquired {
-                fence: votes.fence_of(&terms),
-            },
-            terms,
-        ));
+        let fence = votes.fence_of(&terms);
+        let mover = Mover {
+            masters: masters.clone(),
+            route: attempt.route,
+            call: ballot.call.clone(),
+            read: ballot.read,
+            terms: terms.clone(),
+            bound,
+            leave: ballot.leave,
+            placed: votes.placed(),
+        };
+        mover.follow(None, attempt.flight.clone());
+        return Ok((AcquireReply::Acquired { fence }, terms));
     }
     let reply = votes.refusal(ballot.refusal);
     undo_on(
@@ -167,7 +180,8 @@ async fn agree_on_terms(
 }
 
 /// Follows a granted round's calls still running: a master that grants
-/// other terms than the decided ones is moved to those, or lets go.
+/// other terms than the decided ones is moved to those, or lets go; a
+/// master that kept a place for the try gives it up.
 struct Mover {
     masters: RedlockBackend,
     route: Route,
@@ -175,36 +189,48 @@ struct Mover {
     read: Reader,
     terms: Vec<u32>,
     bound: Duration,
+    leave: Option<ScriptCall>,
+    /// Masters known to keep a place for the try.
+    placed: Vec<usize>,
 }
 
 impl Mover {
-    /// Reads the rest of `round` in the background, carrying `flight` (a
-    /// release waits for it to land).
-    fn follow(self, mut round: Round<Vec<i64>>, flight: InFlight) {
+    /// Reads the rest of `round` (if any) in the background, then moves
+    /// and leaves where needed, carrying `flight` (a release waits for it
+    /// to land).
+    fn follow(mut self, round: Option<Round<Vec<i64>>>, flight: InFlight) {
         tokio::spawn(async move {
             let _flight = flight;
             let mut elsewhere = Vec::new();
-            while let Some((master, answer)) = round.recv().await {
-                if let Vote::Granted { terms, .. } = vote_of(self.read, answer)
-                    && terms != self.terms
-                {
-                    elsewhere.push(master);
+            if let Some(mut round) = round {
+                while let Some((master, answer)) = round.recv().await {
+                    match vote_of(self.read, answer) {
+                        Vote::Granted { terms, .. } if terms != self.terms => {
+                            elsewhere.push(master)
+                        }
+                        Vote::Busy { place: true, .. } => self.placed.push(master),
+                        _ => {}
+                    }
                 }
             }
-            if elsewhere.is_empty() {
-                return;
+            if !elsewhere.is_empty() {
+                let call = (self.call)(&self.terms);
+                self.run_on(elsewhere, call).await;
             }
-            let call = (self.call)(&self.terms);
-            let mut moving = run_everywhere::<Vec<i64>>(
-                &self.masters,
-                elsewhere,
-                self.route,
-                call,
-                self.bound,
-                None,
-            )
-            .decisive_from(usize::MAX);
-            while moving.recv().await.is_some() {}
+            if let Some(leave) = self.leave.take()
+                && !self.placed.is_empty()
+            {
+                let placed = std::mem::take(&mut self.placed);
+                self.run_on(placed, leave).await;
+            }
         });
+    }
+
+    /// Runs `call` on `on`, and waits for each (or its bound).
+    async fn run_on(&self, on: Vec<usize>, call: ScriptCall) {
+        let mut round =
+            run_everywhere::<redis::Value>(&self.masters, on, self.route, call, self.bound, None)
+                .decisive_from(usize::MAX);
+        while round.recv().await.is_some() {}
     }
 }

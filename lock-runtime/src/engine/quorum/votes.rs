@@ -147,6 +147,18 @@ impl Votes {
             .collect()
     }
 
+    /// Masters that answered busy and keep a place the try gave there.
+    pub(crate) fn placed(&self) -> Vec<usize> {
+        self.votes
+            .iter()
+            .enumerate()
+            .filter_map(|(master, vote)| match vote {
+                Some(Vote::Busy { place: true, .. }) => Some(master),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Masters that may hold a grant of the round: all but those that
     /// answered that they granted nothing (a busy master keeps the place
     /// it may have given).
@@ -278,6 +290,7 @@ mod tests {
         assert_eq!(pttl, Some(Duration::from_millis(20)));
         assert!(place);
         assert_eq!(votes.maybe_granted(), [0]);
+        assert_eq!(votes.placed(), [1]);
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub(super) async fn acquire(
         }),
         read: vote,
         undo: lock.release_call(attempt.token, "?", "PUBLISH"),
+        leave: Some(lock.release_call(attempt.token, "p", "PUBLISH")),
         refusal: &refusal,
     };
     let (reply, _) = grant_round(masters, attempt, ballot).await?;

@@ -157,19 +157,20 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     let turn_lease = number(nth(a, 6, "ARGV")?, "the turn's lease")?;
     let now = keys.now_ms();
     let mut released = false;
-    let wrote = what != "r" && keys.get(writer) == Some(token);
+    let wrote = matches!(what, "w" | "?") && keys.get(writer) == Some(token);
     if wrote {
         keys.del(writer);
         released = true;
     }
-    if what != "w"
+    if matches!(what, "r" | "?")
         && let Some(deadline) = keys.zscore(readers, token)
     {
         keys.zrem(readers, token);
         released |= deadline > now;
     }
-    let mut intended = what == "?" && keys.zrem(intents, token);
-    if what == "?" && keys.zrem(waiting, token) {
+    let places = matches!(what, "?" | "p");
+    let mut intended = places && keys.zrem(intents, token);
+    if places && keys.zrem(waiting, token) {
         keys.zremrangebyscore(waiting, now);
         if keys.zcard(waiting) == 0 && keys.del(turn) {
             intended = true;

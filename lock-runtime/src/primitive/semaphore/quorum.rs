@@ -86,6 +86,7 @@ pub(super) async fn acquire(
         call: Arc::new(move |slots: &[u32]| moving.acquire_call(&token, ttl, quarantine, slots)),
         read: vote,
         undo: semaphore.release_call(attempt.token, "PUBLISH"),
+        leave: None,
         refusal: &refusal,
     };
     let (reply, slots) = grant_round(masters, attempt, ballot).await?;
