@@ -168,9 +168,10 @@ mod behaviours {
             .acquire()
             .await
             .unwrap();
-        let mut readers = Vec::new();
+        let (mut readers, mut lockers) = (Vec::new(), Vec::new());
         for _ in 0..READERS {
             let locker = Locker::connect(quiet.clone()).await.unwrap();
+            lockers.push(locker.clone());
             readers.push(tokio::spawn(async move {
                 let read = locker
                     .read_lock("menu")
@@ -182,6 +183,10 @@ mod behaviours {
         }
         let listening = || site.listeners("menu", READERS_CHANNEL) >= READERS as i64;
         eventually("every reader listens", STALL_ROOM * 10, listening).await;
+        // Asleep, past the try each makes once it listens (one that raced
+        // the release would get in by that try, woken by nothing).
+        let asleep = || lockers.iter().all(|locker| locker.stats().asleep == 1);
+        eventually("every reader sleeps", STALL_ROOM * 10, asleep).await;
         let released = Instant::now();
         assert!(write.release().await.unwrap());
         let mut held = Vec::new();
