@@ -24,6 +24,9 @@ pub(crate) enum Sabotage {
     SilentAfterStall,
     /// A semaphore grants one permit more than its limit.
     OverLimit,
+    /// A semaphore on Redlock takes a plain majority of masters for a
+    /// grant, where more are needed: limit + 1 holders can each win one.
+    PlainMajority,
     /// A fair lock's release hands the lock to the newest live waiter
     /// instead of the oldest: a grant overtakes the line.
     LifoLine,
@@ -43,6 +46,7 @@ pub(crate) fn active() -> Option<Sabotage> {
         Ok("over-limit") => Some(Sabotage::OverLimit),
         Ok("lifo-line") => Some(Sabotage::LifoLine),
         Ok("partial-multi") => Some(Sabotage::PartialMulti),
+        Ok("plain-majority") => Some(Sabotage::PlainMajority),
         _ => None,
     })
 }

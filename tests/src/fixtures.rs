@@ -89,7 +89,12 @@ pub fn settled_masters(count: usize) -> Vec<RedisServer> {
 /// Marks a Redlock master as past its restart quarantine, for a test about
 /// something else than restarts (reconnecting to a master that came back).
 pub fn settle(master: &RedisServer) {
-    master.cmd(&["SET", "lock:up-for", &u64::MAX.to_string()]);
+    settle_prefix(master, "lock:");
+}
+
+/// [`settle`] for the locks under key prefix `prefix`.
+pub fn settle_prefix(master: &RedisServer, prefix: &str) {
+    master.cmd(&["SET", &format!("{prefix}up-for"), &u64::MAX.to_string()]);
 }
 
 /// The Redis key of lock `name` under the default prefix.
@@ -269,9 +274,9 @@ pub fn alone(name: &str) -> bool {
     false
 }
 
-/// A lock's life on `holder`: acquired, renewed for two leases while
-/// `waiter` waits, released, and the waiter woken by the release message
-/// (not a timer) with a higher fence.
+/// A lock's life on `holder`: acquired and renewed for two leases, then
+/// acquired again while `waiter` waits, released, and the waiter woken by
+/// the release message (not a timer) with a higher fence.
 pub async fn hold_renew_and_hand_over(holder: &Locker, waiter: Locker, name: &str) {
     let guard = holder
         .lock(name)
@@ -279,7 +284,18 @@ pub async fn hold_renew_and_hand_over(holder: &Locker, waiter: Locker, name: &st
         .acquire()
         .await
         .unwrap();
+    tokio::time::sleep(STALL_PROOF_TTL * 2).await;
+    assert!(guard.is_held());
+    assert!(holder.stats().renewed >= 2, "{:?}", holder.stats());
+    let renewed = guard.fence();
+    assert!(guard.release().await.unwrap());
+    // A lease far longer than the wait: the waiter's timer (the lease's
+    // end) never fires first, so only the release's message can wake it,
+    // and no try of its own can race the release.
+    let guard = holder.lock(name).ttl(HANDED_TTL).acquire().await.unwrap();
+    assert!(guard.fence() > renewed);
     let name_owned = name.to_owned();
+    let sleeper = waiter.clone();
     let waiting = tokio::spawn(async move {
         let taken = waiter
             .lock(name_owned)
@@ -292,15 +308,20 @@ pub async fn hold_renew_and_hand_over(holder: &Locker, waiter: Locker, name: &st
         taken.release().await.unwrap();
         (fence, waiter.stats())
     });
-    tokio::time::sleep(STALL_PROOF_TTL * 2).await;
-    assert!(guard.is_held());
-    assert!(holder.stats().renewed >= 2, "{:?}", holder.stats());
+    eventually("the waiter sleeps", STALL_ROOM * 10, || {
+        sleeper.stats().asleep == 1
+    })
+    .await;
     let fence = guard.fence();
     assert!(guard.release().await.unwrap());
     let (next, stats) = waiting.await.unwrap();
     assert!(next > fence);
     assert!(stats.release_wakeups >= 1, "{stats:?}");
 }
+
+/// The lease of a hold whose release must wake a waiter: longer than any
+/// wait for it in a test, at most Redlock's restart quarantine (30 s).
+const HANDED_TTL: Duration = Duration::from_secs(20);
 
 /// An account whose deposit is a racy read, pause, write (an await where
 /// another future can run in between), and that counts the moments two

@@ -1,6 +1,6 @@
 //! The read/write lock under chaos: worker processes take reads and writes
-//! of a few locks (on one server, a Cluster, or behind Sentinel; Redlock
-//! refuses the lock) while one of them is killed with -9, and
+//! of a few locks (on one server, a Cluster, behind Sentinel, or on
+//! Redlock's three masters) while one of them is killed with -9, and
 //! the read/write checker (`lock_tests::history::read_write`) judges the
 //! run from their histories alone. A sabotaged run (leases the watchdog
 //! never renews: readers and writers that outlive their lease) must be
@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use lock_tests::fixtures::settled_masters;
 use lock_tests::history::read_write::{RwVerdict, check_read_write};
 use lock_tests::worker::Worker;
 use lock_tests::{RedisCluster, RedisServer, SentinelSetup, monotonic_ns};
@@ -108,6 +109,17 @@ fn on_a_cluster_with_a_worker_killed_no_rule_breaks() {
 fn behind_sentinel_with_a_worker_killed_no_rule_breaks() {
     let (setup, store) = (SentinelSetup::start(), RedisServer::start());
     assert_clean(&run("sentinel", &setup.url(), &store, None, true));
+}
+
+#[test]
+fn on_redlock_with_a_worker_killed_no_rule_breaks() {
+    let (masters, store) = (settled_masters(3), RedisServer::start());
+    let hosts: Vec<String> = masters
+        .iter()
+        .map(|master| format!("127.0.0.1:{}", master.port()))
+        .collect();
+    let url = format!("redis+redlock://{}", hosts.join(","));
+    assert_clean(&run("redlock", &url, &store, None, true));
 }
 
 #[test]

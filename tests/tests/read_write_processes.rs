@@ -101,6 +101,33 @@ async fn a_reader_killed_with_9_frees_its_share_while_another_renews() {
     assert_eq!(server.int(&["DBSIZE"]), 0, "something of the lock is left");
 }
 
+/// A reader frozen past its lease (as a stopped VM is) no longer keeps a
+/// writer out once its lease ends on the server, and is told it lost its
+/// read when it wakes, before it could act on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_frozen_past_its_lease_lets_a_writer_in_and_is_told() {
+    let server = tokio::task::block_in_place(RedisServer::start);
+    let ttl = Duration::from_secs(1);
+    let ttl_ms = ttl.as_millis().to_string();
+    let mut frozen = Worker::spawn(WORKER, &["read-hold", &server.url(), "shelf", &ttl_ms]);
+    tokio::task::block_in_place(|| frozen.expect_line("acquired ", Duration::from_secs(20)));
+    frozen.pause();
+    let writer = locker(&server).await;
+    let write = writer
+        .write_lock("shelf")
+        .ttl(ttl)
+        .wait(ttl * 20)
+        .acquire()
+        .await
+        .expect("the writer gets in once the frozen read's lease ended");
+    assert_eq!(live_readers(&server, "shelf"), 0);
+    frozen.resume();
+    let told = tokio::task::block_in_place(|| frozen.line_within("lost", ttl * 10));
+    assert!(told.is_some(), "the frozen reader was not told");
+    assert!(write.is_held());
+    assert!(write.release().await.unwrap());
+}
+
 /// Writer preference against a constant stream of readers: sixteen
 /// readers in two processes loop with overlapping reads; a writer gets in
 /// within the longest read running when it came plus one delivery, each

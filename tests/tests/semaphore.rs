@@ -1,7 +1,8 @@
 //! The semaphore's behaviours, written once as functions of a [`Site`]
-//! and run on the in-memory store, one Redis server, a Redis Cluster and
-//! Sentinel (as `conformance.rs` runs the exclusive lock's); on Redlock,
-//! its refusal, by name. Across processes, with kill -9: `semaphore_processes.rs`.
+//! and run on the in-memory store, one Redis server, a Redis Cluster,
+//! Sentinel and Redlock (as `conformance.rs` runs the exclusive lock's).
+//! Across processes, with kill -9: `semaphore_processes.rs`; Redlock's
+//! own quorum, with masters cut: `semaphore_redlock.rs`.
 //!
 //! The in-memory runs use a paused tokio clock. Bounds are what the
 //! library promises plus [`STALL_ROOM`]; counts of permits and of tries
@@ -58,26 +59,7 @@ mod semaphore {
     on!(single, Kind::Single, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
     on!(cluster, Kind::Cluster, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
     on!(sentinel, Kind::Sentinel, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
-
-    /// With limit K over N masters, K + 1 holders could each reach a
-    /// different majority (3 masters, limit 2: holders on AB, BC and AC),
-    /// so a majority rule would let three hold two permits. Until the
-    /// semaphore runs its own quorum of floor(N*K/(K+1)) + 1 masters (for
-    /// grants and renewals alike), it refuses Redlock.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn redlock_refuses_a_semaphore_rather_than_grant_on_a_plain_majority() {
-        let site = site(Kind::Redlock, "sem-redlock");
-        let locker = site.locker().await;
-        for limit in [1, 2] {
-            let err = locker.semaphore("r", limit).acquire().await.unwrap_err();
-            let lock_runtime::LockError::Config(message) = err else {
-                panic!("{err:?}");
-            };
-            assert!(message.contains("Redlock"), "{message}");
-            assert!(message.contains("floor(N*K/(K+1)) + 1"), "{message}");
-        }
-        assert!(!site.exists_of("r", ":sem"));
-    }
+    on!(redlock, Kind::Redlock, #[tokio::test(flavor = "multi_thread", worker_threads = 2)]);
 }
 
 /// The attribute with `limit`: its calls take permits, never more than

@@ -1,19 +1,21 @@
 //! Chaos for the semaphore: worker processes take and give back permits
-//! while the driver kills them with -9, freezes them past their leases and
-//! freezes the server they use; the checker (`lock_tests::permits`) then
-//! counts, from what the workers recorded, the most permits held at once
-//! by holds never told of a loss: never more than the limit. A semaphore
-//! sabotaged to grant one permit past its limit is caught by the same
-//! count. On one server, a Cluster and Sentinel (not Redlock, which the
-//! semaphore refuses).
+//! while the driver kills them with -9, freezes them past their leases,
+//! and freezes the server they use or cuts their connections to it; the
+//! checker (`lock_tests::permits`) then counts, from what the workers
+//! recorded, the most permits held at once by holds never told of a loss:
+//! never more than the limit. A semaphore sabotaged to grant one permit
+//! past its limit is caught by the same count. On one server, a Cluster,
+//! Sentinel and Redlock (whose own quorum, with masters cut, is
+//! `semaphore_redlock.rs`).
 //!
 //! `CHAOS_SECS` sets the length of each run (default 8 s).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use lock_tests::fixtures::settled_masters;
 use lock_tests::permits::{Tally, read};
-use lock_tests::{RedisCluster, RedisServer, SentinelSetup, Worker};
+use lock_tests::{FaultProxy, RedisCluster, RedisServer, SentinelSetup, Worker};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_lock_worker");
 
@@ -212,13 +214,45 @@ fn freeze(server: &RedisServer, pause: Duration) {
     server.resume();
 }
 
+/// Freezes `server` for `pause` and cuts every connection through
+/// `proxy`, in turn.
+fn freeze_or_cut(server: &RedisServer, proxy: &FaultProxy, pause: Duration) -> impl FnMut() {
+    let mut faults = 0;
+    move || {
+        if faults % 2 == 0 {
+            freeze(server, pause);
+        } else {
+            proxy.reset_all();
+        }
+        faults += 1;
+    }
+}
+
 #[test]
-fn one_server_with_killed_and_frozen_holders_and_a_frozen_server() {
+fn one_server_with_killed_and_frozen_holders_and_a_frozen_or_cut_server() {
     let server = RedisServer::start();
-    let tally = chaos(server.url(), "render:one", &[], || {
-        freeze(&server, TTL / 2);
-    });
+    let proxy = FaultProxy::start(server.port());
+    let faults = freeze_or_cut(&server, &proxy, TTL / 2);
+    let tally = chaos(proxy.url(), "render:one", &[], faults);
     judge("one-server", tally);
+}
+
+/// Every master of three is needed for a limit of 3: a frozen or cut
+/// master stops grants and renewals, and holders that cannot renew in
+/// time are told.
+#[test]
+fn redlock_with_killed_and_frozen_holders_and_a_frozen_or_cut_master() {
+    let masters = settled_masters(3);
+    let proxy = FaultProxy::start(masters[0].port());
+    let url = format!(
+        "redis+redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
+        proxy.port(),
+        masters[1].port(),
+        masters[2].port()
+    );
+    let faults = freeze_or_cut(&masters[1], &proxy, TTL / 2);
+    let tally = chaos(url, "render:redlock", &[], faults);
+    judge("redlock", tally);
 }
 
 #[test]

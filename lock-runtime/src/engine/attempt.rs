@@ -663,6 +663,7 @@ impl<P: Primitive> Attempt<P> {
         let channel = self.primitive.busy_channel().to_owned();
         let grantee = P::HANDS_OVER.then(|| Grantee::of(self.token.as_str()));
         let wants = self.primitive.wants();
+        let told_by = self.primitive.told_by(&self.core.backend);
         let Some(listening) = self.listening() else {
             return false;
         };
@@ -675,6 +676,7 @@ impl<P: Primitive> Attempt<P> {
             tokio::time::timeout(patience, releases.subscribe(&channel, grantee)).await
         {
             subscription.wants(wants);
+            subscription.told_by(told_by);
             listening.subscription = Some(subscription);
             listening.confirmed = confirmed;
         }
@@ -689,6 +691,7 @@ impl<P: Primitive> Attempt<P> {
         let channel = self.primitive.channel().to_owned();
         let grantee = Grantee::of(self.token.as_str());
         let wants = self.primitive.wants();
+        let told_by = self.primitive.told_by(&self.core.backend);
         let Some(listening) = self.listening() else {
             return;
         };
@@ -697,6 +700,7 @@ impl<P: Primitive> Attempt<P> {
         }
         if let Some(subscription) = releases.join_listening(&channel, Some(grantee)) {
             subscription.wants(wants);
+            subscription.told_by(told_by);
             listening.subscription = Some(subscription);
             listening.confirmed = true;
         }

@@ -27,20 +27,34 @@ pub(crate) enum LeaseState {
     Released,
 }
 
-/// What a lease is on the server: its kind, and its key (the resource's
-/// lock key followed by `suffix`).
+/// What a lease is on the server: its kind, its key (the resource's
+/// lock key followed by `suffix`), and how many may hold the resource at
+/// once beside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Leased {
     pub(crate) kind: LeaseKind,
     pub(crate) suffix: &'static str,
+    /// The most holders that exclude one more (1 for a lock, whose every
+    /// holder excludes the next; a semaphore's limit): on Redlock, a
+    /// renewal counts where as many masters renewed it as a grant needs
+    /// ([`crate::backend::redlock::quorum_among`]).
+    pub(crate) holders: u32,
 }
 
 impl Leased {
     /// The exclusive lock's: the resource's lock key holds the token.
-    pub(crate) const KEY: Leased = Leased {
-        kind: LeaseKind::Key,
-        suffix: "",
-    };
+    pub(crate) const KEY: Leased = Leased::one_holder(LeaseKind::Key, "");
+
+    /// A lease of `kind` under `suffix` that excludes every other holder
+    /// it conflicts with one by one (a lock, a reader against a writer, a
+    /// place in a line): a majority decides on Redlock.
+    pub(crate) const fn one_holder(kind: LeaseKind, suffix: &'static str) -> Self {
+        Leased {
+            kind,
+            suffix,
+            holders: 1,
+        }
+    }
 }
 
 /// What a lease is to its holder.

@@ -94,6 +94,15 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
         1
     }
 
+    /// How many masters tell one of its releases that name their releaser
+    /// (`;by=`) before the release wakes a waiter: on Redlock, as many as
+    /// its grant needs, so that the try it wakes for finds the release
+    /// landed where it can win; one elsewhere.
+    fn told_by(&self, backend: &Backend) -> usize {
+        let _ = backend;
+        1
+    }
+
     /// Whether a hold is passed to the next task of the locker in line
     /// ([`Self::pass`], or in process) and, after the line's share, let go
     /// for the callers outside it ([`Self::yield_to_others`]); otherwise

@@ -41,7 +41,16 @@ pub(crate) struct RedlockBackend {
 
 /// Masters a majority of `masters` needs: N/2 + 1.
 pub(crate) fn quorum(masters: usize) -> usize {
-    masters / 2 + 1
+    quorum_among(masters, 1)
+}
+
+/// Masters a grant needs when up to `holders` may hold one resource at
+/// once (a semaphore's limit K): floor(N*K/(K+1)) + 1, the fewest for
+/// which any K + 1 grants share a master, whose script refuses the extra
+/// one (with K = 1, a majority).
+pub(crate) fn quorum_among(masters: usize, holders: u32) -> usize {
+    let holders = usize::try_from(holders.max(1)).unwrap_or(usize::MAX);
+    masters.saturating_mul(holders) / holders.saturating_add(1) + 1
 }
 
 impl RedlockBackend {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::votes::RenewalVotes;
-use crate::backend::redlock::{RedlockBackend, quorum};
+use crate::backend::redlock::{RedlockBackend, quorum_among};
 use crate::backend::{Backend, BatchEntry};
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -60,6 +60,10 @@ pub(crate) struct Renewal<'a> {
     /// (see [`crate::engine::lease::Lease::also`]).
     pub(crate) also: &'a [LockKeys],
     pub(crate) suffix: &'static str,
+    /// How many may hold the resource at once (see
+    /// [`crate::engine::lease::Leased::holders`]): on Redlock, how many
+    /// masters must renew it.
+    pub(crate) holders: u32,
     pub(crate) token: &'a OwnerToken,
     pub(crate) ttl_ms: u64,
     /// The fence the holder was given (Redlock raises counters to it).
@@ -85,6 +89,7 @@ impl<'a> Renewal<'a> {
                 kind: self.kind,
                 keys,
                 also: &[],
+                holders: self.holders,
                 suffix: self.suffix,
                 token: self.token,
                 ttl_ms: self.ttl_ms,
@@ -184,9 +189,10 @@ async fn renew_keys(backend: &Backend, batch: &[Renewal<'_>]) -> Result<Vec<Rene
 }
 
 /// Renews a batch on every master at once, each on its watchdog
-/// connection; one answer per lease: confirmed when a majority renewed
-/// it, *gone* when so many masters refused it that no majority is
-/// possible, otherwise (failed masters) unknown, and the watchdog retries
+/// connection; one answer per lease: confirmed when as many masters
+/// renewed it as its grant needed (a majority, or more for a semaphore:
+/// [`quorum_among`]), *gone* when so many masters refused it that this
+/// is no longer possible, otherwise (failed masters) unknown, and the watchdog retries
 /// it until the lease's validity, counted from the round's send, runs
 /// out. Each master's call is bounded by a tenth of the *shortest* lease
 /// of the batch: the round answers once every lease is decided or that
@@ -204,8 +210,17 @@ async fn renew_on_masters(
     let shortest = batch.iter().map(|renewal| renewal.ttl_ms).min();
     let bound = masters.vote_bound(Duration::from_millis(shortest.unwrap_or(u64::MAX)));
     let total = masters.len();
-    let needed = quorum(total);
-    let mut votes = RenewalVotes::new(total, batch.len());
+    let needed: Vec<usize> = batch
+        .iter()
+        .map(|renewal| quorum_among(total, renewal.holders))
+        .collect();
+    // The first answer count at which some lease may be decided.
+    let decisive = needed
+        .iter()
+        .map(|&needed| needed.min(total + 1 - needed))
+        .min()
+        .unwrap_or(total);
+    let mut votes = RenewalVotes::new(total, needed);
     let (mut answered, mut first_error) = (0, None);
     let mut call = scripts::EXTEND_COUNTED.call();
     call.key(first.keys.counter());
@@ -229,7 +244,7 @@ async fn renew_on_masters(
                     .collect::<Result<Vec<bool>, LockError>>()
             }
         })
-        .decisive_from(needed.min(total + 1 - needed));
+        .decisive_from(decisive);
     while let Some((_, answer)) = round.recv().await {
         match answer {
             Ok(renewed) => {

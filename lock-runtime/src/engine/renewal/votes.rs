@@ -1,24 +1,29 @@
-//! Redlock's count of one renewal round: per lease, renewed where a
-//! majority renewed it, gone where no majority can renew it any more.
+//! Redlock's count of one renewal round: per lease, renewed where as
+//! many masters renewed it as its grant needed, gone where that is no
+//! longer possible.
 
 use super::Renewed;
-use crate::backend::redlock::quorum;
 
 /// The answers of one renewal round, per lease.
 #[derive(Debug)]
 pub(super) struct RenewalVotes {
     total: usize,
     answered: usize,
+    /// Per lease, the masters that must renew it.
+    needed: Vec<usize>,
     yes: Vec<usize>,
     no: Vec<usize>,
 }
 
 impl RenewalVotes {
-    /// A round of `leases` renewals over `total` masters.
-    pub(super) fn new(total: usize, leases: usize) -> Self {
+    /// A round over `total` masters of one renewal per entry of `needed`,
+    /// each needing that many masters.
+    pub(super) fn new(total: usize, needed: Vec<usize>) -> Self {
+        let leases = needed.len();
         Self {
             total,
             answered: 0,
+            needed,
             yes: vec![0; leases],
             no: vec![0; leases],
         }
@@ -43,9 +48,9 @@ impl RenewalVotes {
             || (0..self.yes.len()).all(|lease| self.answer(lease) != Renewed::Unknown)
     }
 
-    /// One outcome per lease: renewed on a majority; refused by so many
-    /// that no majority is possible; or neither (retried by the watchdog
-    /// while the lease is valid).
+    /// One outcome per lease: renewed on as many masters as it needs;
+    /// refused by so many that this is not possible; or neither (retried
+    /// by the watchdog while the lease is valid).
     pub(super) fn answers(&self) -> Vec<Renewed> {
         (0..self.yes.len())
             .map(|lease| self.answer(lease))
@@ -53,7 +58,7 @@ impl RenewalVotes {
     }
 
     fn answer(&self, lease: usize) -> Renewed {
-        let needed = quorum(self.total);
+        let needed = self.needed[lease];
         if self.yes[lease] >= needed {
             Renewed::Yes
         } else if self.no[lease] > self.total - needed {
@@ -70,7 +75,7 @@ mod tests {
 
     #[test]
     fn renewals_need_a_majority_and_are_gone_when_none_is_possible() {
-        let mut votes = RenewalVotes::new(5, 3);
+        let mut votes = RenewalVotes::new(5, vec![3; 3]);
         votes.add(Some(&[true, false, true]));
         votes.add(Some(&[true, false, false]));
         assert!(!votes.all_decided());
@@ -84,5 +89,15 @@ mod tests {
             votes.answers(),
             [Renewed::Yes, Renewed::Gone, Renewed::Unknown]
         );
+    }
+
+    #[test]
+    fn a_lease_that_needs_every_master_is_gone_at_the_first_refusal() {
+        // A semaphore of limit 2 on 3 masters needs all 3; a lock, 2.
+        let mut votes = RenewalVotes::new(3, vec![3, 2]);
+        votes.add(Some(&[true, true]));
+        votes.add(Some(&[false, true]));
+        assert!(votes.all_decided());
+        assert_eq!(votes.answers(), [Renewed::Gone, Renewed::Yes]);
     }
 }

@@ -62,6 +62,10 @@ pub(crate) struct Release {
     /// as the permits free after it suffice for, or all of them (a
     /// writer's release, before every waiting reader).
     pub(crate) wakes: Wakes,
+    /// Who let go, by the digest of its token, when the message says: on
+    /// Redlock every master tells the same release, and a waiter wakes
+    /// once, at the telling it waits for.
+    pub(crate) by: Option<Grantee>,
 }
 
 /// How many waiters of a channel one release message wakes, in each
@@ -111,31 +115,40 @@ impl Release {
     /// delete in µs since the Unix epoch, as the release scripts publish
     /// it, then `:` and the line when a line yielded it, then `;` and how
     /// many waiters it wakes (a number, `all`, `f=` and the units free, or
-    /// `g=` and a grant; one when it does not say). Anything else (an
-    /// older release script's `1`) says no time.
+    /// `g=` and a grant; one when it does not say), then, where several
+    /// masters tell one release, `;by=` and the digest of the releasing
+    /// token. Anything else (an older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
         // 2001 in µs: below it, not a clock.
         const CLOCK_FLOOR: u64 = 1_000_000_000_000_000;
         let text = std::str::from_utf8(payload).unwrap_or("");
-        let (text, wakes) = match text.split_once(';') {
-            Some((text, "all")) => (text, Wakes::All),
-            Some((text, wakes)) if wakes.starts_with("f=") => {
+        let (text, tail) = match text.split_once(';') {
+            Some((text, tail)) => (text, Some(tail)),
+            None => (text, None),
+        };
+        let (tail, by) = match tail.and_then(|tail| tail.split_once(";by=")) {
+            Some((wakes, by)) => (Some(wakes), Grantee::parse(by)),
+            None => (tail, None),
+        };
+        let wakes = match tail {
+            None => Wakes::Some(1),
+            Some("all") => Wakes::All,
+            Some(wakes) if wakes.starts_with("f=") => {
                 match wakes.strip_prefix("f=").and_then(|free| free.parse().ok()) {
-                    Some(free) => (text, Wakes::Free(free)),
+                    Some(free) => Wakes::Free(free),
                     // A count it cannot read: everyone, whose tries find out.
-                    None => (text, Wakes::All),
+                    None => Wakes::All,
                 }
             }
-            Some((text, wakes)) => match wakes.strip_prefix("g=").and_then(|g| g.split_once(':')) {
+            Some(wakes) => match wakes.strip_prefix("g=").and_then(|g| g.split_once(':')) {
                 Some((to, fence)) => match (Grantee::parse(to), fence.parse()) {
-                    (Some(to), Ok(fence)) => (text, Wakes::Grant { to, fence }),
+                    (Some(to), Ok(fence)) => Wakes::Grant { to, fence },
                     // A grant it cannot read: a wake-up for everyone,
                     // whose tries find out.
-                    _ => (text, Wakes::All),
+                    _ => Wakes::All,
                 },
-                None => (text, Wakes::Some(wakes.parse().unwrap_or(1))),
+                None => Wakes::Some(wakes.parse().unwrap_or(1)),
             },
-            None => (text, Wakes::Some(1)),
         };
         let (at, line) = match text.split_once(':') {
             Some((at, line)) => (at, LineId::parse(line)),
@@ -147,6 +160,7 @@ impl Release {
             deleted_at,
             yielded_by: line,
             wakes,
+            by,
         }
     }
 }
@@ -178,6 +192,7 @@ mod tests {
             deleted_at,
             yielded_by: None,
             wakes: Wakes::Some(1),
+            by: None,
         }
     }
 
@@ -252,5 +267,10 @@ mod tests {
         assert_eq!(Release::from_payload(0, b"1;f=x").wakes, Wakes::All);
         let unreadable = Release::from_payload(0, b"1732500000123456;g=nothex:12");
         assert_eq!(unreadable.wakes, Wakes::All);
+        let told = format!("1732500000123456;f=2;by={digest}");
+        let told = Release::from_payload(2, told.as_bytes());
+        assert_eq!(told.wakes, Wakes::Free(2));
+        assert_eq!(told.by, Some(Grantee::of(token)));
+        assert_eq!(free.by, None);
     }
 }

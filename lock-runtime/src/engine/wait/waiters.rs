@@ -35,7 +35,23 @@ pub(crate) struct Waiters {
     /// listener last had a gap: a waiter that joins one of them hears
     /// every release from then on, with no subscription of its own.
     confirmed: Arc<Mutex<HashSet<String>>>,
+    /// The latest releases told by name ([`Release::by`]), with their
+    /// channels and how many masters told each so far: a release that
+    /// every Redlock master tells wakes a waiter once, when as many told
+    /// it as the waiter needs ([`Subscription::told_by`]).
+    told: Arc<Mutex<VecDeque<Telling>>>,
 }
+
+/// A named release, and how many masters told it.
+struct Telling {
+    channel: String,
+    by: Grantee,
+    count: usize,
+}
+
+/// Named releases remembered: far more than a burst of releases on one
+/// channel can bring before their messages from every master are in.
+const TOLD_KEPT: usize = 64;
 
 /// One waiting acquisition.
 #[derive(Default)]
@@ -45,6 +61,9 @@ struct Waiter {
     grantee: Option<Grantee>,
     /// How many free units it waits for (0 until said: one).
     wants: AtomicUsize,
+    /// How many masters must tell a named release before it wakes for it
+    /// (0 until said: one).
+    told_by: AtomicUsize,
     wake: Notify,
     /// Woken and not yet retried: a wake-up to hand on if it leaves.
     woken: AtomicBool,
@@ -129,6 +148,7 @@ impl Waiters {
             own,
             clock,
             confirmed: Arc::default(),
+            told: Arc::default(),
         }
     }
 
@@ -203,6 +223,29 @@ impl Waiters {
         }
     }
 
+    /// How many masters told `release` on `channel` so far, this one
+    /// included; None for a release that does not say who let go.
+    fn telling(&self, channel: &str, release: Release) -> Option<usize> {
+        let by = release.by?;
+        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(telling) = told
+            .iter_mut()
+            .find(|telling| telling.by == by && telling.channel == channel)
+        {
+            telling.count += 1;
+            return Some(telling.count);
+        }
+        if told.len() == TOLD_KEPT {
+            told.pop_front();
+        }
+        told.push_back(Telling {
+            channel: channel.to_owned(),
+            by,
+            count: 1,
+        });
+        Some(1)
+    }
+
     /// Whether anyone waits on anything.
     pub(crate) fn is_empty(&self) -> bool {
         self.lock().is_empty()
@@ -225,6 +268,11 @@ impl Waiters {
         if release.yielded_by == Some(self.own) {
             return;
         }
+        // A named release wakes each waiter at the telling it waits for.
+        let telling = self.telling(channel, release);
+        let due = |waiter: &Waiter| {
+            telling.is_none_or(|count| count == waiter.told_by.load(Ordering::Relaxed).max(1))
+        };
         let count = match release.wakes {
             Wakes::Some(count) => count,
             Wakes::All => usize::MAX,
@@ -234,7 +282,7 @@ impl Waiters {
                 // overtaken in this process by the ones behind it.
                 if let Some(line) = self.lock().get(channel) {
                     let mut left = free;
-                    for waiter in line {
+                    for waiter in line.iter().filter(|waiter| due(waiter)) {
                         let wants = waiter.wants.load(Ordering::Relaxed).max(1);
                         let Some(rest) = left.checked_sub(wants) else {
                             break;
@@ -263,6 +311,7 @@ impl Waiters {
         };
         if let Some(line) = self.lock().get(channel) {
             line.iter()
+                .filter(|waiter| due(waiter))
                 .take(count)
                 .for_each(|waiter| waiter.wake(Some(release)));
         }
@@ -307,6 +356,8 @@ impl crate::memory::Listener for WeakWaiters {
                     own: self.1,
                     clock: self.2,
                     confirmed: Arc::default(),
+                    // One store tells each release once.
+                    told: Arc::default(),
                 };
                 waiters.wake(channel, release);
                 true
@@ -322,6 +373,7 @@ impl crate::memory::Listener for WeakWaiters {
                 own: self.1,
                 clock: self.2,
                 confirmed: Arc::default(),
+                told: Arc::default(),
             };
             waiters
                 .lock()
@@ -355,6 +407,13 @@ impl Subscription {
     /// for: a release that leaves fewer free does not wake it.
     pub(crate) fn wants(&self, units: usize) {
         self.waiter.wants.store(units, Ordering::Relaxed);
+    }
+
+    /// Says how many masters must tell one named release before it wakes
+    /// this waiter: on Redlock, as many as a grant needs, so that the try
+    /// it wakes for finds the release landed where it can win.
+    pub(crate) fn told_by(&self, masters: usize) {
+        self.waiter.told_by.store(masters, Ordering::Relaxed);
     }
 
     /// Whether a release handed this waiter the lock since its last try.
@@ -445,6 +504,7 @@ mod tests {
             deleted_at,
             yielded_by: None,
             wakes: Wakes::Some(1),
+            by: None,
         }
     }
 
@@ -529,6 +589,24 @@ mod tests {
         assert!(!is_woken(&behind), "nor the ones behind it");
         waiters.wake("c", free(5));
         assert!(is_woken(&three) && is_woken(&behind));
+        // One release told by every master wakes once.
+        let waiters = Waiters::default();
+        let (first, second) = (join(&waiters, "c"), join(&waiters, "c"));
+        let told = |master| Release {
+            by: Some(Grantee::of("holder")),
+            ..Release { master, ..free(1) }
+        };
+        waiters.wake("c", told(0));
+        waiters.wake("c", told(1));
+        assert!(is_woken(&first) && !is_woken(&second));
+        // A waiter that needs two masters wakes at the second telling.
+        let waiters = Waiters::default();
+        let patient = join(&waiters, "c");
+        patient.told_by(2);
+        waiters.wake("c", told(0));
+        assert!(!is_woken(&patient));
+        waiters.wake("c", told(2));
+        assert!(is_woken(&patient));
         // A waiter for one leaving with its wake-up does not hand it to
         // a waiter for three.
         let waiters = Waiters::default();

@@ -487,6 +487,7 @@ async fn renew_batch(backend: Backend, batch: Vec<Arc<Lease>>, clock: Clock) -> 
             keys: &lease.keys,
             also: &lease.also,
             suffix: lease.leased.suffix,
+            holders: lease.leased.holders,
             token: &lease.token,
             ttl_ms: u64::try_from(lease.ttl.as_millis()).unwrap_or(u64::MAX),
             fence: lease.fence,

@@ -92,6 +92,7 @@ use crate::backend::redlock::{RedlockBackend, quorum};
 use crate::backend::script::ScriptCall;
 use crate::engine;
 use crate::engine::primitive::{AcquireReply, Try};
+use crate::engine::quorum::is_down;
 use crate::engine::wait::{Seen, Sightings};
 use crate::error::LockError;
 use crate::keys::LockKeys;
@@ -285,15 +286,6 @@ fn vote(answer: Result<Vec<i64>, LockError>) -> (Vote, Seen) {
         },
         _ => (Vote::Failed { down: false }, Seen::Unknown),
     }
-}
-
-/// A master whose connection failed (refused, never reached, or dropped
-/// under the call) is down for now: its manager reconnects meanwhile, so an
-/// acquisition asks such a majority once more at once, and then gives up.
-/// One that timed out or answered an error may only be slow.
-fn is_down(err: &LockError) -> bool {
-    matches!(err, LockError::Redis(err)
-        if (err.is_connection_refusal() || err.is_connection_dropped()) && !err.is_timeout())
 }
 
 /// The second round of an acquisition whose majority's counters were out

@@ -131,10 +131,7 @@ impl Primitive for Fair {
     }
 
     fn leased(&self) -> Leased {
-        Leased {
-            kind: LeaseKind::Key,
-            suffix: LOCK,
-        }
+        Leased::one_holder(LeaseKind::Key, LOCK)
     }
 
     fn line(&self) -> &str {
@@ -151,10 +148,7 @@ impl Primitive for Fair {
 
     fn place(&self) -> Option<Place> {
         Some(Place {
-            leased: Leased {
-                kind: LeaseKind::Member,
-                suffix: LINE,
-            },
+            leased: Leased::one_holder(LeaseKind::Member, LINE),
             ttl: self.place_lease,
         })
     }

@@ -164,8 +164,7 @@ fn vote(answer: Result<Vec<i64>, LockError>) -> (Vote, Seen) {
     let answer = match answer {
         Ok(answer) => answer,
         Err(err) => {
-            let down = matches!(&err, LockError::Redis(err)
-                if (err.is_connection_refusal() || err.is_connection_dropped()) && !err.is_timeout());
+            let down = engine::quorum::is_down(&err);
             return (Vote::Failed { down }, Seen::Unknown);
         }
     };

@@ -24,10 +24,12 @@
 //! - A write turns into a read in one step ([`ReadWrite::downgrade`]); a
 //!   read never turns into a write (two readers upgrading would wait for
 //!   each other forever).
-//! - Not on Redlock: a request there is a [`LockError::Config`] (see
-//!   [`ReadWrite::new`]).
+//! - On Redlock, a read and a write each need a majority of masters
+//!   ([`quorum`]): a reader's majority and a writer's share a master,
+//!   whose script refuses the later one.
 
 pub(crate) mod guard;
+mod quorum;
 pub(crate) mod request;
 pub(crate) mod scripts;
 mod tasks;
@@ -39,7 +41,7 @@ use std::time::Duration;
 
 use crate::backend::flights::Landing;
 use crate::backend::script::{LuaScript, ScriptCall};
-use crate::backend::{Backend, NodeBackend, Route, slot_in_flux};
+use crate::backend::{Backend, Route, slot_in_flux};
 use crate::engine::handover::GiveBack;
 use crate::engine::lease::Leased;
 use crate::engine::primitive::{AcquireReply, Place, Primitive, Try};
@@ -96,19 +98,8 @@ struct Names {
 
 impl ReadWrite {
     /// The `mode` side of the read/write lock of `keys`, for leases of
-    /// `ttl`; refused on Redlock.
-    pub(crate) fn new(
-        keys: LockKeys,
-        backend: &Backend,
-        ttl: Duration,
-        mode: Mode,
-    ) -> Result<Self, LockError> {
-        if matches!(backend, Backend::Redlock(_)) {
-            return Err(LockError::config(format!(
-                "lock `{}`: a read/write lock is not offered on Redlock: each master would count its own readers and keep its own writer's intent, and no majority rule here has been proven to keep a writer from overlapping readers a minority of masters lost; use one server, Sentinel or a Cluster",
-                keys.name()
-            )));
-        }
+    /// `ttl`.
+    pub(crate) fn new(keys: LockKeys, ttl: Duration, mode: Mode) -> Self {
         let base = keys.lock();
         let names = Names {
             writer: format!("{base}{WRITER}"),
@@ -119,12 +110,12 @@ impl ReadWrite {
             read_channel: format!("{base}{READERS}{RELEASED}"),
             write_channel: format!("{base}{WRITER}{RELEASED}"),
         };
-        Ok(Self {
+        Self {
             keys,
             mode,
             names: Arc::new(names),
             intent_lease: INTENT_LEASE.min(ttl),
-        })
+        }
     }
 
     /// The same lock, taken on the other side `mode`.
@@ -145,15 +136,6 @@ impl ReadWrite {
         call
     }
 
-    fn node<'a>(&self, backend: &'a Backend) -> Result<&'a NodeBackend, LockError> {
-        match backend {
-            Backend::Node(node) => Ok(node),
-            Backend::Redlock(_) => Err(LockError::config(
-                "a read/write lock is not taken on Redlock",
-            )),
-        }
-    }
-
     /// Turns the write `token` holds (with `fence`) into a read with a
     /// lease of `ttl`, in one step: the read's fence, or None when the
     /// write was no longer the token's.
@@ -165,13 +147,22 @@ impl ReadWrite {
         fence: u64,
         ttl: Duration,
     ) -> Result<Option<u64>, LockError> {
-        let node = self.node(backend)?;
+        let publish = match backend {
+            Backend::Node(node) => node.publish_command(),
+            Backend::Redlock(_) => "PUBLISH",
+        };
         let mut call = self.call(&scripts::DOWNGRADE);
         call.arg(token.as_str())
             .arg(ms(ttl))
             .arg(fence)
             .arg(&self.names.read_channel)
-            .arg(node.publish_command());
+            .arg(publish);
+        let node = match backend {
+            Backend::Node(node) => node,
+            Backend::Redlock(masters) => {
+                return quorum::downgrade(masters, route, self.keys.name(), call).await;
+            }
+        };
         let answer: Vec<i64> = node.run(route, &call).await?;
         Ok(match *answer {
             [1, fence, ..] => Some(u64::try_from(fence).unwrap_or(0)),
@@ -179,26 +170,43 @@ impl ReadWrite {
         })
     }
 
-    /// Lets go of what `token` holds here, as `what` says (`r` a read,
-    /// `w` the write, `?` whatever it may hold: a try's clean-up, a
-    /// waiting writer's intent), and wakes who can proceed.
+    /// The release script's call: lets go of what `token` holds, as
+    /// `what` says (`r` a read, `w` the write, `?` whatever it may hold: a
+    /// try's clean-up, a waiting writer's intent), and wakes who can
+    /// proceed, published with `publish`.
+    fn release_call(&self, token: &OwnerToken, what: &str, publish: &str) -> ScriptCall {
+        let mut call = self.call(&scripts::RELEASE);
+        call.arg(token.as_str())
+            .arg(what)
+            .arg(&self.names.read_channel)
+            .arg(&self.names.write_channel)
+            .arg(publish)
+            .arg(ms(self.intent_lease));
+        call
+    }
+
+    /// Lets go of what `token` holds, as `what` says (see
+    /// [`Self::release_call`]); on Redlock on every master, each after
+    /// `landing` landed there.
     async fn let_go(
         &self,
         backend: &Backend,
         route: Route,
         token: &OwnerToken,
         what: &str,
+        landing: Option<&Landing>,
     ) -> Result<bool, LockError> {
-        let node = self.node(backend)?;
-        let mut call = self.call(&scripts::RELEASE);
-        call.arg(token.as_str())
-            .arg(what)
-            .arg(&self.names.read_channel)
-            .arg(&self.names.write_channel)
-            .arg(node.publish_command())
-            .arg(ms(self.intent_lease));
-        let released: i64 = node.run(route, &call).await?;
-        Ok(released == 1)
+        match backend {
+            Backend::Node(node) => {
+                let call = self.release_call(token, what, node.publish_command());
+                let released: i64 = node.run(route, &call).await?;
+                Ok(released == 1)
+            }
+            Backend::Redlock(masters) => {
+                let call = self.release_call(token, what, "PUBLISH");
+                quorum::let_go(masters, route, call, landing).await
+            }
+        }
     }
 
     /// The call of one try at taking its side for `attempt`.
@@ -256,14 +264,8 @@ impl Primitive for ReadWrite {
 
     fn leased(&self) -> Leased {
         match self.mode {
-            Mode::Read => Leased {
-                kind: LeaseKind::Member,
-                suffix: READERS,
-            },
-            Mode::Write => Leased {
-                kind: LeaseKind::Key,
-                suffix: WRITER,
-            },
+            Mode::Read => Leased::one_holder(LeaseKind::Member, READERS),
+            Mode::Write => Leased::one_holder(LeaseKind::Key, WRITER),
         }
     }
 
@@ -285,16 +287,20 @@ impl Primitive for ReadWrite {
         self.mode == Mode::Write
     }
 
+    fn told_by(&self, backend: &Backend) -> usize {
+        match backend {
+            Backend::Node(_) => 1,
+            Backend::Redlock(masters) => quorum::told_by(masters),
+        }
+    }
+
     fn place(&self) -> Option<Place> {
         let suffix = match self.mode {
             Mode::Read => WAITING,
             Mode::Write => INTENTS,
         };
         Some(Place {
-            leased: Leased {
-                kind: LeaseKind::Member,
-                suffix,
-            },
+            leased: Leased::one_holder(LeaseKind::Member, suffix),
             ttl: self.intent_lease,
         })
     }
@@ -304,7 +310,10 @@ impl Primitive for ReadWrite {
         backend: &'a Backend,
         attempt: &'a Try<'a>,
     ) -> Result<AcquireReply, LockError> {
-        let node = self.node(backend)?;
+        let node = match backend {
+            Backend::Node(node) => node,
+            Backend::Redlock(masters) => return quorum::acquire(self, masters, attempt).await,
+        };
         let call = self.try_call(attempt);
         let Some(ack) = attempt.replicas else {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
@@ -326,7 +335,8 @@ impl Primitive for ReadWrite {
             blocking: true,
             ..attempt.route
         };
-        self.let_go(backend, blocking, attempt.token, "?").await?;
+        self.let_go(backend, blocking, attempt.token, "?", None)
+            .await?;
         Err(LockError::NotReplicated {
             key: self.keys.name().to_owned(),
             acked,
@@ -341,7 +351,7 @@ impl Primitive for ReadWrite {
         route: Route,
         token: &'a OwnerToken,
         fence: u64,
-        _landing: Option<&'a Landing>,
+        landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
         // A hold knows its fence and its side; the clean-up of a try
         // (fence 0) may hold a grant or an intent.
@@ -350,7 +360,7 @@ impl Primitive for ReadWrite {
             Mode::Read => "r",
             Mode::Write => "w",
         };
-        self.let_go(backend, route, token, what)
+        self.let_go(backend, route, token, what, landing)
     }
 
     fn leave_place<'a>(
@@ -359,6 +369,6 @@ impl Primitive for ReadWrite {
         route: Route,
         token: &'a OwnerToken,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        self.let_go(backend, route, token, "?")
+        self.let_go(backend, route, token, "?", None)
     }
 }

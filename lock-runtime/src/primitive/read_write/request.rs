@@ -51,15 +51,15 @@ impl ReadLockRequest {
     ///
     /// Returns within the wait plus two bounded round trips, as
     /// [`LockRequest::acquire`](crate::LockRequest::acquire) does, with the
-    /// same errors; and [`LockError::Config`] on Redlock.
+    /// same errors. On Redlock a read needs a majority of masters.
     pub async fn acquire(self) -> Result<ReadGuard, LockError> {
         if let Some(guard) = self.under_own_write() {
             return Ok(guard);
         }
-        let (core, ttl) = (self.asked.core.clone(), self.asked.resolved_ttl());
+        let ttl = self.asked.resolved_ttl();
         let hold = self
             .asked
-            .acquire(|keys| ReadWrite::new(keys, &core.backend, ttl, Mode::Read))
+            .acquire(|keys| Ok(ReadWrite::new(keys, ttl, Mode::Read)))
             .await?;
         Ok(ReadGuard::new(hold))
     }
@@ -69,10 +69,10 @@ impl ReadLockRequest {
         if let Some(guard) = self.under_own_write() {
             return Ok(Some(guard));
         }
-        let (core, ttl) = (self.asked.core.clone(), self.asked.resolved_ttl());
+        let ttl = self.asked.resolved_ttl();
         let hold = self
             .asked
-            .try_acquire(|keys| ReadWrite::new(keys, &core.backend, ttl, Mode::Read));
+            .try_acquire(|keys| Ok(ReadWrite::new(keys, ttl, Mode::Read)));
         Ok(hold.await?.map(ReadGuard::new))
     }
 
@@ -104,13 +104,14 @@ impl WriteLockRequest {
     /// holds a read of the same lock (through this locker): a read is
     /// never upgraded. Otherwise returns within the wait plus two bounded
     /// round trips, as [`LockRequest::acquire`](crate::LockRequest::acquire)
-    /// does, with the same errors; and [`LockError::Config`] on Redlock.
+    /// does, with the same errors. On Redlock a write needs a majority of
+    /// masters.
     pub async fn acquire(self) -> Result<WriteGuard, LockError> {
         self.refuse_upgrade()?;
-        let (core, ttl) = (self.asked.core.clone(), self.asked.resolved_ttl());
+        let ttl = self.asked.resolved_ttl();
         let hold = self
             .asked
-            .acquire(|keys| ReadWrite::new(keys, &core.backend, ttl, Mode::Write))
+            .acquire(|keys| Ok(ReadWrite::new(keys, ttl, Mode::Write)))
             .await?;
         Ok(WriteGuard::new(hold))
     }
@@ -120,10 +121,10 @@ impl WriteLockRequest {
     /// [`Self::acquire`].
     pub async fn try_acquire(self) -> Result<Option<WriteGuard>, LockError> {
         self.refuse_upgrade()?;
-        let (core, ttl) = (self.asked.core.clone(), self.asked.resolved_ttl());
+        let ttl = self.asked.resolved_ttl();
         let hold = self
             .asked
-            .try_acquire(|keys| ReadWrite::new(keys, &core.backend, ttl, Mode::Write));
+            .try_acquire(|keys| Ok(ReadWrite::new(keys, ttl, Mode::Write)));
         Ok(hold.await?.map(WriteGuard::new))
     }
 

@@ -157,19 +157,20 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     let turn_lease = number(nth(a, 6, "ARGV")?, "the turn's lease")?;
     let now = keys.now_ms();
     let mut released = false;
-    let wrote = what != "r" && keys.get(writer) == Some(token);
+    let wrote = matches!(what, "w" | "?") && keys.get(writer) == Some(token);
     if wrote {
         keys.del(writer);
         released = true;
     }
-    if what != "w"
+    if matches!(what, "r" | "?")
         && let Some(deadline) = keys.zscore(readers, token)
     {
         keys.zrem(readers, token);
         released |= deadline > now;
     }
-    let mut intended = what == "?" && keys.zrem(intents, token);
-    if what == "?" && keys.zrem(waiting, token) {
+    let places = matches!(what, "?" | "p");
+    let mut intended = places && keys.zrem(intents, token);
+    if places && keys.zrem(waiting, token) {
         keys.zremrangebyscore(waiting, now);
         if keys.zcard(waiting) == 0 && keys.del(turn) {
             intended = true;
@@ -180,12 +181,13 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     }
     let answer = Value::Int(i64::from(released));
     let at = keys.time_us();
+    let by = sha1_smol::Sha1::from(token).digest();
     let writers_wait = keys.zcard(intents) > 0;
     if wrote && writers_wait && keys.zcard(waiting) > 0 {
         keys.zremrangebyscore(waiting, now);
         if keys.zcard(waiting) > 0 {
             keys.set_px(turn, "1".to_owned(), ms(turn_lease));
-            keys.publish(read_channel, format!("{at};all"));
+            keys.publish(read_channel, format!("{at};all;by={by}"));
             return Ok(answer);
         }
     }
@@ -194,13 +196,13 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
         if keys.zcard(intents) > 0 && keys.get(writer).is_none() {
             keys.zremrangebyscore(readers, now);
             if !exists(keys, readers) {
-                keys.publish(write_channel, at.to_string());
+                keys.publish(write_channel, format!("{at};1;by={by}"));
             }
             return Ok(answer);
         }
     }
     if wrote || (intended && keys.get(writer).is_none()) {
-        keys.publish(read_channel, format!("{at};all"));
+        keys.publish(read_channel, format!("{at};all;by={by}"));
     }
     Ok(answer)
 }
@@ -225,7 +227,8 @@ pub(super) fn downgrade(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Val
         .max(given.saturating_add(1));
     keys.zremrangebyscore(intents, now);
     if keys.zcard(intents) == 0 {
-        keys.publish(channel, format!("{at};all"));
+        let by = sha1_smol::Sha1::from(token).digest();
+        keys.publish(channel, format!("{at};all;by={by}"));
     }
     Ok(ints(&[1, fence]))
 }
@@ -324,7 +327,7 @@ mod tests {
         let told = keys.finish();
         assert_eq!(told.len(), 1);
         assert_eq!(told[0].0, "r");
-        assert!(told[0].1.ends_with(";all"));
+        assert!(told[0].1.contains(";all;by="));
         assert_eq!(keys.live().len(), 0);
         assert_eq!(keys.len(), 0, "nothing of the lock is left");
     }

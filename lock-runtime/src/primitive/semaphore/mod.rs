@@ -17,12 +17,12 @@
 //!   waiter for three.
 //! - Many tasks of one locker may hold permits at once, so none takes a
 //!   turn in its locker's line, and no hold is passed in process.
-//! - Not on Redlock: a grant there needs more than a majority (with limit
-//!   K over N masters, K + 1 holders could each win a different majority),
-//!   and its renewals would need as many; a request there is a
-//!   [`LockError::Config`].
+//! - On Redlock a grant needs more than a majority: with limit K over N
+//!   masters, floor(N*K/(K+1)) + 1, and so does each renewal; the slots
+//!   are agreed among them ([`quorum`]).
 
 pub(crate) mod guard;
+mod quorum;
 pub(crate) mod request;
 pub(crate) mod scripts;
 mod twins;
@@ -66,19 +66,9 @@ pub(crate) struct Semaphore {
 
 impl Semaphore {
     /// `permits` of the semaphore of `keys` with `limit` permits; refused
-    /// on Redlock, and for a limit or a count of permits out of range.
-    pub(crate) fn new(
-        keys: LockKeys,
-        backend: &Backend,
-        limit: u32,
-        permits: u32,
-    ) -> Result<Self, LockError> {
+    /// for a limit or a count of permits out of range.
+    pub(crate) fn new(keys: LockKeys, limit: u32, permits: u32) -> Result<Self, LockError> {
         let name = keys.name();
-        if matches!(backend, Backend::Redlock(_)) {
-            return Err(LockError::config(format!(
-                "semaphore `{name}`: not on Redlock, where a grant must reach more than a majority of masters (with limit K, floor(N*K/(K+1)) + 1 of N) and so must each renewal; use one server, Sentinel or a Cluster"
-            )));
-        }
         if limit == 0 || limit > SEMAPHORE_MAX_LIMIT {
             return Err(LockError::config(format!(
                 "semaphore `{name}`: a limit of {limit}; it must be 1 to {SEMAPHORE_MAX_LIMIT}"
@@ -125,11 +115,74 @@ impl Semaphore {
         self.limit
     }
 
-    fn node<'a>(&self, backend: &'a Backend) -> Result<&'a NodeBackend, LockError> {
-        match backend {
-            Backend::Node(node) => Ok(node),
-            Backend::Redlock(_) => Err(LockError::config("a semaphore is not taken on Redlock")),
+    /// Masters of `total` a grant needs on Redlock: enough that any
+    /// limit-plus-one grants share one (a plain majority under the
+    /// `plain-majority` sabotage, for the tests that must catch it).
+    fn masters_needed(&self, total: usize) -> usize {
+        #[cfg(feature = "sabotage")]
+        if crate::sabotage::active() == Some(crate::sabotage::Sabotage::PlainMajority) {
+            return crate::backend::redlock::quorum(total);
         }
+        quorum::masters_needed(total, self.limit)
+    }
+
+    /// The acquire script's call for `token`; on Redlock (`quarantine`
+    /// given), the masters' variant, moving its claims to `slots` when
+    /// some are named.
+    fn acquire_call(
+        &self,
+        token: &OwnerToken,
+        ttl: Duration,
+        quarantine: Option<Duration>,
+        slots: &[u32],
+    ) -> crate::backend::script::ScriptCall {
+        let script = match quarantine {
+            Some(_) => &scripts::ACQUIRE_COUNTED,
+            None => &scripts::ACQUIRE,
+        };
+        let mut call = script.call();
+        call.key(&self.set);
+        if quarantine.is_some() {
+            call.key(self.keys.up_mark());
+        }
+        call.arg(token.as_str())
+            .arg(ms(ttl))
+            .arg(self.sent_limit())
+            .arg(self.permits);
+        if let Some(quarantine) = quarantine {
+            let slots: Vec<String> = slots.iter().map(u32::to_string).collect();
+            call.arg(ms(quarantine)).arg(slots.join(","));
+        }
+        call
+    }
+
+    /// The release script's call for `token`, published with `publish`.
+    fn release_call(
+        &self,
+        token: &OwnerToken,
+        publish: &str,
+    ) -> crate::backend::script::ScriptCall {
+        let mut call = scripts::RELEASE.call();
+        call.key(&self.set)
+            .arg(token.as_str())
+            .arg(&self.channel)
+            .arg(publish);
+        call
+    }
+
+    /// Keeps the slots of the latest grant.
+    fn granted_slots(&self, slots: Vec<u32>) {
+        *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+    }
+
+    /// The error of a request naming another limit than its permits are
+    /// held under.
+    fn mismatch(&self, held_under: u32) -> LockError {
+        LockError::config(format!(
+            "semaphore `{}`: asked with a limit of {}, but its permits are held under a limit of {held_under}; every caller of one semaphore must name the same limit",
+            self.keys.name(),
+            self.limit
+        ))
     }
 }
 
@@ -157,6 +210,7 @@ impl Primitive for Semaphore {
         Leased {
             kind: LeaseKind::Member,
             suffix: SET,
+            holders: self.limit,
         }
     }
 
@@ -176,18 +230,23 @@ impl Primitive for Semaphore {
         usize::try_from(self.permits).unwrap_or(usize::MAX)
     }
 
+    fn told_by(&self, backend: &Backend) -> usize {
+        match backend {
+            Backend::Node(_) => 1,
+            Backend::Redlock(masters) => self.masters_needed(masters.len()),
+        }
+    }
+
     async fn try_acquire<'a>(
         &'a self,
         backend: &'a Backend,
         attempt: &'a Try<'a>,
     ) -> Result<AcquireReply, LockError> {
-        let node = self.node(backend)?;
-        let mut call = scripts::ACQUIRE.call();
-        call.key(&self.set)
-            .arg(attempt.token.as_str())
-            .arg(ms(attempt.ttl))
-            .arg(self.sent_limit())
-            .arg(self.permits);
+        let node = match backend {
+            Backend::Node(node) => node,
+            Backend::Redlock(masters) => return quorum::acquire(self, masters, attempt).await,
+        };
+        let call = self.acquire_call(attempt.token, attempt.ttl, None, &[]);
         let Some(ack) = attempt.replicas else {
             return match node.run::<Vec<i64>>(attempt.route, &call).await {
                 Ok(answer) => self.read_acquire(&answer),
@@ -224,9 +283,14 @@ impl Primitive for Semaphore {
         route: Route,
         token: &'a OwnerToken,
         _fence: u64,
-        _landing: Option<&'a Landing>,
+        landing: Option<&'a Landing>,
     ) -> Result<bool, LockError> {
-        self.give_back(self.node(backend)?, route, token).await
+        match backend {
+            Backend::Node(node) => self.give_back(node, route, token).await,
+            Backend::Redlock(masters) => {
+                quorum::release(self, masters, route, token, landing).await
+            }
+        }
     }
 }
 
@@ -238,11 +302,7 @@ impl Semaphore {
         route: Route,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let mut call = scripts::RELEASE.call();
-        call.key(&self.set)
-            .arg(token.as_str())
-            .arg(&self.channel)
-            .arg(node.publish_command());
+        let call = self.release_call(token, node.publish_command());
         let released: i64 = node.run(route, &call).await.map_err(not_permitted)?;
         Ok(released == 1)
     }
@@ -252,20 +312,17 @@ impl Semaphore {
     fn read_acquire(&self, answer: &[i64]) -> Result<AcquireReply, LockError> {
         match *answer {
             [1, fence, ref slots @ ..] => {
-                let slots = slots
-                    .iter()
-                    .map(|&slot| u32::try_from(slot).unwrap_or(u32::MAX))
-                    .collect();
-                *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+                self.granted_slots(
+                    slots
+                        .iter()
+                        .map(|&slot| u32::try_from(slot).unwrap_or(u32::MAX))
+                        .collect(),
+                );
                 Ok(AcquireReply::Acquired {
                     fence: u64::try_from(fence).unwrap_or(0),
                 })
             }
-            [-1, held_under, ..] => Err(LockError::config(format!(
-                "semaphore `{}`: asked with a limit of {}, but its permits are held under a limit of {held_under}; every caller of one semaphore must name the same limit",
-                self.keys.name(),
-                self.limit
-            ))),
+            [-1, held_under, ..] => Err(self.mismatch(u32::try_from(held_under).unwrap_or(0))),
             [_, pttl, ..] => Ok(AcquireReply::Busy {
                 pttl: u64::try_from(pttl).ok().map(Duration::from_millis),
                 sightings: None,

@@ -53,23 +53,24 @@ impl SemaphoreRequest {
     /// [`LockRequest::acquire`](crate::LockRequest::acquire) does, with the
     /// same errors; [`LockError::Config`] for a limit of 0 or above
     /// [`SEMAPHORE_MAX_LIMIT`](crate::SEMAPHORE_MAX_LIMIT), more permits than the
-    /// limit, a limit other than the one the permits held were granted
-    /// under, or on Redlock.
+    /// limit, or a limit other than the one the permits held were granted
+    /// under. On Redlock, a grant needs floor(N*K/(K+1)) + 1 of N masters
+    /// for a limit K (every master of 3 for a limit of 2 or more).
     pub async fn acquire(self) -> Result<PermitGuard, LockError> {
-        let (core, limit, permits) = (self.asked.core.clone(), self.limit, self.permits);
+        let (limit, permits) = (self.limit, self.permits);
         let hold = self
             .asked
-            .acquire(|keys| Semaphore::new(keys, &core.backend, limit, permits))
+            .acquire(|keys| Semaphore::new(keys, limit, permits))
             .await?;
         Ok(PermitGuard::new(hold))
     }
 
     /// Tries once: `Ok(None)` when too few permits are free.
     pub async fn try_acquire(self) -> Result<Option<PermitGuard>, LockError> {
-        let (core, limit, permits) = (self.asked.core.clone(), self.limit, self.permits);
+        let (limit, permits) = (self.limit, self.permits);
         let hold = self
             .asked
-            .try_acquire(|keys| Semaphore::new(keys, &core.backend, limit, permits));
+            .try_acquire(|keys| Semaphore::new(keys, limit, permits));
         Ok(hold.await?.map(PermitGuard::new))
     }
 }

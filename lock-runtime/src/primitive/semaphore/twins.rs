@@ -150,7 +150,8 @@ pub(super) fn release(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
     }
     let limit = recorded.map_or(held, |(_, limit)| limit);
     let at = keys.time_us();
-    keys.publish(channel, format!("{at};f={}", limit - held));
+    let by = sha1_smol::Sha1::from(token).digest();
+    keys.publish(channel, format!("{at};f={};by={by}", limit - held));
     Ok(int(1))
 }
 
@@ -184,7 +185,9 @@ mod tests {
             "two of one free"
         );
         assert_eq!(give_back(&mut keys, "a"), 1);
-        assert_eq!(keys.finish()[0].1.rsplit_once('=').unwrap().1, "3");
+        let message = keys.finish()[0].1.clone();
+        let by = sha1_smol::Sha1::from("a").digest();
+        assert!(message.ends_with(&format!(";f=3;by={by}")), "{message}");
         assert_eq!(take(&mut keys, "c", 4, 2)[2..], [0, 1]);
         // A retry after a lost reply finds its own grant.
         assert_eq!(take(&mut keys, "c", 4, 2)[2..], [0, 1]);

@@ -39,7 +39,7 @@
 //! lock_worker read-hold <url> <lock-key> <ttl-ms>
 //!     Takes a read of the read/write lock <lock-key>, prints
 //!     `acquired <fence>`, and keeps it (renewed) until killed, or for at
-//!     most 60 s.
+//!     most 60 s; prints `lost` and exits when a loss signal comes.
 //! lock_worker read-loop <url> <lock-key> <ttl-ms> <tasks> <hold-ms> <seconds>
 //!     <tasks> readers of <lock-key> each take a read, hold it <hold-ms>
 //!     and take the next, for <seconds>; prints `ready` once that many
@@ -56,7 +56,8 @@
 //!     counted inside on the server (`inside:<key>`, the most ever in
 //!     `most:<key>`), then `released <held>`; with <rounds> 0, takes them
 //!     once and holds them until killed. Prints `lost` and exits when a
-//!     loss signal comes.
+//!     loss signal comes. Counts on the server `PERMITS_STORE_URL` names
+//!     when set (on Redlock, one master outside the test's faults).
 //! lock_worker permits-chaos <url> <key> <limit> <permits> <ttl-ms> <hold-ms> <history-file>
 //!     Takes <permits> of the semaphore <key> again and again, each time
 //!     for <hold-ms>, until killed, recording every hold in

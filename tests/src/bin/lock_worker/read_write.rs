@@ -16,13 +16,20 @@ async fn locker(url: &str) -> Result<Locker, String> {
 }
 
 /// `read-hold`: takes a read, prints `acquired <fence>`, and keeps it
-/// (renewed) until killed, or for at most 60 s.
+/// (renewed) until killed, or for at most 60 s; prints `lost` and exits
+/// as soon as a loss signal comes.
 pub async fn hold(url: &str, key: &str, ttl_ms: u64) -> Result<(), String> {
     let locker = locker(url).await?;
     let read = locker.read_lock(key).ttl(Duration::from_millis(ttl_ms));
     let read = read.wait(WAIT).acquire().await.map_err(|e| e.to_string())?;
     println!("acquired {}", read.fence());
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(60)) => {}
+        () = read.lost() => {
+            println!("lost");
+            return Ok(());
+        }
+    }
     read.release().await.map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -199,8 +199,14 @@ pub(crate) static FORCE_RELEASE: LazyLock<LuaScript> =
 /// A master whose uptime is unknown is trusted, and so is one restarted
 /// from a snapshot older than its last lock, which brings the mark back
 /// without that lock (the README tells operators to avoid that).
-pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("acquire_counted.lua")));
+/// The quarantine's bookkeeping is the engine's (`quarantine.lua`,
+/// prepended), shared with every primitive offered on Redlock.
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        include_str!("../../../engine/quarantine.lua"),
+        include_str!("acquire_counted.lua")
+    ))
+});
 
 /// Redlock, after a majority granted: confirms the lock is still ours on
 /// this master and raises its counter to the fence handed out (the highest

@@ -8,7 +8,7 @@
 -- Returns `{1, fence, quarantine left}` when the owner holds every key
 -- there now, or `{0, pttl, now in µs, i}` when `KEYS[i]` is someone
 -- else's (marked, so that its release is announced), and nothing was
--- taken.
+-- taken. The engine's `quarantine.lua` is prepended.
 local n = #KEYS - 2
 local token = ARGV[1]
 local marked = token .. '~'
@@ -24,24 +24,7 @@ for i = 1, n do
         return {0, redis.call('PTTL', KEYS[i]), tonumber(now[1] .. string.format('%06d', now[2])), i}
     end
 end
-local left = 0
-local quarantine = tonumber(ARGV[3])
-local mark = redis.call('GET', KEYS[n + 2]) or ''
-local fresh_for = tonumber(string.match(mark, '^fresh:(%d+)$') or '-1')
-if fresh_for >= quarantine then
-    left = math.max(redis.call('PTTL', KEYS[n + 2]), 1)
-elseif fresh_for < 0 and (tonumber(mark) or -1) >= quarantine then
-    left = 0
-else
-    local info = redis.call('INFO', 'server')
-    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '-1')
-    if up >= 0 and up * 1000 < quarantine then
-        left = quarantine - up * 1000
-        redis.call('SET', KEYS[n + 2], 'fresh:' .. ARGV[3], 'PX', left)
-    else
-        redis.call('SET', KEYS[n + 2], ARGV[3])
-    end
-end
+local left = quarantine_left(KEYS[n + 2], ARGV[3])
 local fence = redis.call('INCR', KEYS[n + 1])
 if fence < 1000000000000000 then
     local now = redis.call('TIME')

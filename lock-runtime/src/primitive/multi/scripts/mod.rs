@@ -42,8 +42,14 @@ pub(crate) static RELEASE: LazyLock<LuaScript> =
 /// on the master's fence counter (see `acquire_counted.lua`). Returns
 /// `{1, fence, quarantine left}` or `{0, pttl, now, index of the busy
 /// key (1-based)}`.
-pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new(include_str!("acquire_counted.lua")));
+/// The quarantine's bookkeeping is the engine's (`quarantine.lua`,
+/// prepended).
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        include_str!("../../../engine/quarantine.lua"),
+        include_str!("acquire_counted.lua")
+    ))
+});
 
 /// Redlock: confirms every key on one master and raises its counter to
 /// the fence handed out (see `raise_counter.lua`). Returns 1 or 0.

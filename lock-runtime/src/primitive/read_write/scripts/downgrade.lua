@@ -23,7 +23,8 @@ if fence <= tonumber(ARGV[3]) then
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if redis.call('EXISTS', KEYS[3]) == 0 then
-    local message = time[1] .. string.format('%06d', time[2]) .. ';all'
+    local message = time[1] .. string.format('%06d', time[2]) .. ';all;by='
+        .. redis.sha1hex(token)
     if ARGV[5] == 'PUBLISH' then
         redis.call('PUBLISH', ARGV[4], message)
     elseif not pcall(redis.call, ARGV[5], ARGV[4], message) then

@@ -66,3 +66,22 @@ pub(crate) static RELEASE: LazyLock<LuaScript> =
 /// `{1, fence}`, or `{0}` when the write was no longer the token's.
 pub(crate) static DOWNGRADE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::with_twin(include_str!("downgrade.lua"), twins::downgrade));
+
+/// Redlock's [`READ`] on one master: the same script with the engine's
+/// restart quarantine prepended (`quarantine.lua`), the master's up mark
+/// as `KEYS[6]` and the quarantine as `ARGV[5]`; a grant answers
+/// `{1, fence, quarantine left}`. Redlock runs on servers only: no twin.
+pub(crate) static READ_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        include_str!("../../../engine/quarantine.lua"),
+        include_str!("read.lua")
+    ))
+});
+
+/// Redlock's [`WRITE`] on one master, as [`READ_COUNTED`] is [`READ`]'s.
+pub(crate) static WRITE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        include_str!("../../../engine/quarantine.lua"),
+        include_str!("write.lua")
+    ))
+});

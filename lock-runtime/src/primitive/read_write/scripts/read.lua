@@ -9,10 +9,21 @@
 -- try, which keeps no place).
 -- Returns {1, fence} when granted, else {0, ms until the lease it waits
 -- for ends (-1: unknown), 1 when it keeps a place else 0}.
+-- On a Redlock master (`quarantine_left` prepended, see
+-- `engine/quarantine.lua`), also KEYS[6] the master's up mark and
+-- ARGV[5] the restart quarantine in ms; a grant is then
+-- {1, fence, quarantine left in ms}.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local fence = tonumber(time[1] .. string.format('%06d', time[2]))
 local token = ARGV[1]
+-- A grant; on a Redlock master, with its restart quarantine left.
+local function granted()
+    if KEYS[6] then
+        return {1, fence, quarantine_left(KEYS[6], ARGV[5])}
+    end
+    return {1, fence}
+end
 
 local function refused(left)
     if ARGV[4] ~= '1' then
@@ -54,4 +65,4 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
         redis.call('DEL', KEYS[5])
     end
 end
-return {1, fence}
+return granted()

@@ -1,6 +1,7 @@
--- Lets go of what the token holds: its read (`r`), its write (`w`), or
+-- Lets go of what the token holds: its read (`r`), its write (`w`),
 -- whatever it may hold (`?`: the clean-up of a try, a waiting writer's
--- intent, a waiting reader's place); then tells the waiters that can
+-- intent, a waiting reader's place), or only its place (`p`: on a Redlock
+-- master that kept it while the others granted); then tells the waiters that can
 -- proceed now. With writers waiting (a live intent), the last reader out
 -- wakes one writer per listening process; with none, a writer's release
 -- or a writer giving up wakes every waiting reader at once. A writer's
@@ -9,7 +10,7 @@
 -- lease ran out), so that a stream of writers cannot starve them.
 -- KEYS[1] writer, KEYS[2] readers, KEYS[3] intents, KEYS[4] waiting
 -- readers, KEYS[5] the readers' turn; ARGV[1] owner token, ARGV[2] what
--- it holds (`r`, `w` or `?`), ARGV[3] the readers' channel, ARGV[4] the
+-- it holds (`r`, `w`, `?` or `p`), ARGV[3] the readers' channel, ARGV[4] the
 -- writers' channel, ARGV[5] the publish command (`PUBLISH`, or `SPUBLISH`
 -- on a cluster), ARGV[6] the turn's lease in ms.
 -- Returns 1 when the token held the write or a live read, 0 otherwise.
@@ -19,12 +20,12 @@ local token, what = ARGV[1], ARGV[2]
 
 local released = 0
 local wrote, intended = false, false
-if what ~= 'r' and redis.call('GET', KEYS[1]) == token then
+if (what == 'w' or what == '?') and redis.call('GET', KEYS[1]) == token then
     redis.call('DEL', KEYS[1])
     released = 1
     wrote = true
 end
-if what ~= 'w' then
+if what == 'r' or what == '?' then
     local deadline = tonumber(redis.call('ZSCORE', KEYS[2], token))
     if deadline then
         redis.call('ZREM', KEYS[2], token)
@@ -33,7 +34,7 @@ if what ~= 'w' then
         end
     end
 end
-if what == '?' then
+if what == '?' or what == 'p' then
     intended = redis.call('ZREM', KEYS[3], token) == 1
     if redis.call('ZREM', KEYS[4], token) == 1 then
         -- A reader that stops waiting may end the readers' turn.
@@ -56,12 +57,15 @@ local function publish(channel, message)
 end
 
 local at = time[1] .. string.format('%06d', time[2])
+-- Named by the token's digest: on Redlock every master tells it, and a
+-- waiter wakes once, when enough masters told it.
+local by = ';by=' .. redis.sha1hex(token)
 local writers_wait = redis.call('EXISTS', KEYS[3]) == 1
 if wrote and writers_wait and redis.call('EXISTS', KEYS[4]) == 1 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
     if redis.call('EXISTS', KEYS[4]) == 1 then
         redis.call('SET', KEYS[5], '1', 'PX', ARGV[6])
-        publish(ARGV[3], at .. ';all')
+        publish(ARGV[3], at .. ';all' .. by)
         return released
     end
 end
@@ -72,7 +76,7 @@ if writers_wait and redis.call('EXISTS', KEYS[5]) == 0 then
     if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
         redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
         if redis.call('EXISTS', KEYS[2]) == 0 then
-            publish(ARGV[4], at)
+            publish(ARGV[4], at .. ';1' .. by)
         end
         return released
     end
@@ -80,6 +84,6 @@ end
 -- (A writer that let go leaves no writer behind; one that gave up may.)
 if wrote or (intended and redis.call('EXISTS', KEYS[1]) == 0) then
     -- Nobody waits to write: every waiting reader may read.
-    publish(ARGV[3], at .. ';all')
+    publish(ARGV[3], at .. ';all' .. by)
 end
 return released

@@ -9,17 +9,25 @@
 -- (`0`: a single try, which leaves no intent).
 -- Returns {1, fence} when granted, else {0, ms until the lease it waits
 -- for ends, 1 when it keeps an intent else 0}.
+-- On a Redlock master, also KEYS[6] and ARGV[5], as for `read.lua`.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local fence = tonumber(time[1] .. string.format('%06d', time[2]))
 local token = ARGV[1]
+-- A grant; on a Redlock master, with its restart quarantine left.
+local function granted()
+    if KEYS[6] then
+        return {1, fence, quarantine_left(KEYS[6], ARGV[5])}
+    end
+    return {1, fence}
+end
 
 local held = redis.call('GET', KEYS[1])
 if held == token then
     -- A retry after a lost reply: the write is ours already.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     redis.call('ZREM', KEYS[3], token)
-    return {1, fence}
+    return granted()
 end
 local reading = {}
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -31,7 +39,7 @@ local turn = not held and redis.call('PTTL', KEYS[5]) or -2
 if not held and not reading[1] and turn < 0 then
     redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
     redis.call('ZREM', KEYS[3], token)
-    return {1, fence}
+    return granted()
 end
 local left
 if held then

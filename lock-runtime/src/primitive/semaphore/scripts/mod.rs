@@ -25,7 +25,9 @@
 //! # Fences
 //! A grant's fence is the server's clock in µs read in the script that
 //! grants it (as for the exclusive lock): it rises from grant to grant of
-//! one semaphore, so each slot's holders get rising fences too.
+//! one semaphore, so each slot's holders get rising fences too. On
+//! Redlock it is the highest of the granting masters' clocks (see
+//! [`super::quorum`]).
 
 use std::sync::LazyLock;
 
@@ -36,6 +38,19 @@ use crate::backend::script::LuaScript;
 /// `{1, fence, slot...}`, `{0, pttl}` or `{-1, limit held under}`.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::with_twin(include_str!("acquire.lua"), twins::acquire));
+
+/// Redlock's [`ACQUIRE`] on one master: the same script, with the
+/// engine's restart quarantine prepended (`quarantine.lua`), the master's
+/// up mark as `KEYS[2]`, and the quarantine and the slots wanted as
+/// `ARGV[5]` and `ARGV[6]`. Returns `{1, fence, quarantine left, slot...}`,
+/// `{0, pttl}` or `{-1, limit held under}`. Redlock runs on servers only:
+/// no twin.
+pub(crate) static ACQUIRE_COUNTED: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        include_str!("../../../engine/quarantine.lua"),
+        include_str!("acquire.lua")
+    ))
+});
 
 /// Gives back a token's permits and publishes how many are free (see
 /// `release.lua`). Returns 1 when the token held permits.

@@ -31,7 +31,10 @@ local limit = held
 if recorded then
     limit = tonumber(string.sub(recorded, 2))
 end
+-- Named by its token's digest: on Redlock every master tells it, and a
+-- process wakes its waiters once.
 local message = time[1] .. string.format('%06d', time[2]) .. ';f=' .. (limit - held)
+    .. ';by=' .. redis.sha1hex(token)
 if ARGV[3] == 'PUBLISH' then
     redis.call('PUBLISH', ARGV[2], message)
 elseif not pcall(redis.call, ARGV[3], ARGV[2], message) then

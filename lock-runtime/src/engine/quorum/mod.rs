@@ -4,7 +4,12 @@
 //! something undone ([`undo_on`]), and letting go everywhere while
 //! answering at the pace of the masters a decision needs
 //! ([`let_go_everywhere`]). What a vote means, and how many masters make a
-//! decision, is the primitive's.
+//! decision, is the primitive's. A primitive whose holders are leases in
+//! each master's own data (readers, permits) runs its tries as one
+//! [`round::grant_round`], counted by [`votes`].
+
+pub(crate) mod round;
+pub(crate) mod votes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,4 +104,13 @@ pub(crate) async fn let_go_everywhere(
         Some(err) if answered < needed && !deleted => Err(err),
         _ => Ok(deleted),
     }
+}
+
+/// A master whose connection failed (refused, never reached, or dropped
+/// under the call) is down for now: its manager reconnects meanwhile, so an
+/// acquisition asks such a majority once more at once, and then gives up.
+/// One that timed out or answered an error may only be slow.
+pub(crate) fn is_down(err: &LockError) -> bool {
+    matches!(err, LockError::Redis(err)
+        if (err.is_connection_refusal() || err.is_connection_dropped()) && !err.is_timeout())
 }
