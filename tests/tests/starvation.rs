@@ -15,18 +15,27 @@ use lock_tests::{FaultProxy, RedisServer};
 const HOLD: Duration = Duration::from_millis(1);
 /// How often the caller that tries once tries.
 const EVERY: Duration = Duration::from_millis(10);
-/// How many times it tries, per workload.
+/// How many times it tries, per workload, in [`TURNS`] turns.
 const TRIES: u64 = 200;
+/// The workloads take turns this many times, so that a machine starved
+/// for a while (a paused host) starves each of them alike, rather than
+/// whichever happened to run then.
+const TURNS: u64 = 4;
 
-/// The share of `TRIES` tries, once every `EVERY`, that `outsider` gets
+/// The share of `tries` tries, once every `EVERY`, that `outsider` gets
 /// while two tasks of `busy` take the key `key` over and over.
-async fn share_beside(busy: Busy, outsider: Outsider<'_>, key: &str) -> Tries {
-    let load = BusyLoad::start(&busy, key, 2, HOLD, STALL_PROOF_TTL);
+async fn share_beside(busy: &Busy, outsider: Outsider<'_>, key: &str, tries: u64) -> Tries {
+    let load = BusyLoad::start(busy, key, 2, HOLD, STALL_PROOF_TTL);
     load.warmed_up(20, Duration::from_secs(10)).await;
-    let found = try_once_every(outsider, key, EVERY, TRIES, Duration::from_secs(60)).await;
+    let found = try_once_every(outsider, key, EVERY, tries, Duration::from_secs(60)).await;
     load.stop().await;
-    println!("{key}: {found:?}, share {:.3}", found.share());
     found
+}
+
+/// Adds a turn's tries to the ones before.
+fn add(total: &mut Tries, turn: Tries) {
+    total.tried += turn.tried;
+    total.acquired += turn.acquired;
 }
 
 /// The measure: a caller that tries once gets in beside a busy
@@ -41,15 +50,31 @@ async fn a_caller_that_tries_once_gets_in_beside_a_busy_line() {
         url: url.clone(),
         pause: EVERY,
     };
-    let against_spin = share_beside(spin, Outsider::Raw(&url), "spin").await;
     let (busy, other) = (locker(&url).await, locker(&url).await);
-    let outside = share_beside(
-        Busy::Line(busy.clone()),
-        Outsider::Locker(&other),
-        "outside",
-    )
-    .await;
-    let inside = share_beside(Busy::Line(busy.clone()), Outsider::Locker(&busy), "inside").await;
+    let line = Busy::Line(busy.clone());
+    let (mut against_spin, mut outside, mut inside) = Default::default();
+    let per_turn = TRIES / TURNS;
+    for _ in 0..TURNS {
+        add(
+            &mut against_spin,
+            share_beside(&spin, Outsider::Raw(&url), "spin", per_turn).await,
+        );
+        add(
+            &mut outside,
+            share_beside(&line, Outsider::Locker(&other), "outside", per_turn).await,
+        );
+        add(
+            &mut inside,
+            share_beside(&line, Outsider::Locker(&busy), "inside", per_turn).await,
+        );
+    }
+    for (key, found) in [
+        ("spin", against_spin),
+        ("outside", outside),
+        ("inside", inside),
+    ] {
+        println!("{key}: {found:?}, share {:.3}", found.share());
+    }
     let floor = against_spin.share() / 2.0;
     assert!(
         outside.share() >= floor,
