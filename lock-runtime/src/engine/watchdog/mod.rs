@@ -267,7 +267,16 @@ async fn run(backend: Backend, counters: Arc<Counters>, shared: Arc<Shared>, orp
                 (Some(at), Some(sample)) => Some(at.min(sample)),
                 (next, sample) => next.or(sample),
             };
-            schedule.armed_until = next;
+            // Nothing left to watch, a sample after the last lease came:
+            // the task stays armed until then, so that the next lease (a
+            // hold taken and given back in a loop is gone before the task
+            // looks) wakes it only if its first event comes sooner.
+            let idle_until = (wake_at.is_none() && clock.shows_stalls())
+                .then(|| schedule.last_watched.map(|at| at + SAMPLE_EVERY))
+                .flatten()
+                .filter(|&at| at > now);
+            let wake_at = wake_at.or(idle_until);
+            schedule.armed_until = next.or(idle_until);
             (expired, batches, wake_at)
         };
         let told = telling.start(expired.len());
@@ -596,6 +605,48 @@ mod tests {
             missed.is_empty(),
             "stalls not recorded (stall, longest recorded): {missed:?}"
         );
+    }
+
+    /// A hold taken and given back before the task looks leaves it armed
+    /// a sample past, so that the next one (given back as fast, in a loop)
+    /// need not wake it; then, with nothing come, it sleeps until told.
+    #[test]
+    fn the_task_stays_armed_a_sample_past_the_last_lease_and_no_longer() {
+        on_a_watchdog_of_its_own(|watchdog| async move {
+            // A paused machine can run the task only after the sample has
+            // passed: then it is rightly not armed, and the case is tried
+            // again.
+            let mut armed_pass = None;
+            for id in 0..10 {
+                let brief = lease(id, Duration::from_secs(600));
+                watchdog.watch(brief.clone(), true, brief.confirmed_at(), None);
+                // Forgotten before the task (on this thread) ever ran.
+                watchdog.forget(brief.id);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                let armed = watchdog.shared.schedule().armed_until;
+                if brief.confirmed_at().elapsed() < SAMPLE_EVERY / 2 {
+                    armed_pass = Some((brief, armed));
+                    break;
+                }
+            }
+            let (brief, armed) = armed_pass.expect("the task ran in time once in ten tries");
+            assert_eq!(armed, Some(brief.confirmed_at() + SAMPLE_EVERY));
+            // A lease whose first event is later needs no wake-up.
+            let next = lease(100, Duration::from_secs(600));
+            let first =
+                watchdog
+                    .shared
+                    .schedule()
+                    .watch(next.clone(), true, next.confirmed_at(), None);
+            assert!(armed.is_some_and(|armed| first > armed));
+            watchdog.forget(next.id);
+            // With nothing come, the task disarms at its timer.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while watchdog.shared.schedule().armed_until.is_some() {
+                assert!(Instant::now() < deadline, "the task stayed armed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
     }
 
     /// Stalls its thread once, inside the first loss it is told of.

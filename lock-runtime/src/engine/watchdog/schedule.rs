@@ -74,6 +74,8 @@ pub(super) struct Schedule {
     pub(super) armed_until: Option<Instant>,
     /// When the locks last moved to another server (see [`Self::all_due`]).
     moved_at: Option<Instant>,
+    /// When the last lease was added (its request's send).
+    pub(super) last_watched: Option<Instant>,
     /// How long telling one holder of its loss takes, about (zero where
     /// time does not pass meanwhile): holders due together are told one
     /// after another, so the last of thousands would be told well after
@@ -120,6 +122,7 @@ impl Schedule {
         turn: Option<Turn>,
     ) -> Instant {
         let id = lease.id;
+        self.last_watched = self.last_watched.max(Some(sent_at));
         let renew_every = crate::engine::validity::renewal_interval(lease.ttl);
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
