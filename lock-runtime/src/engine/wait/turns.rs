@@ -40,7 +40,9 @@ use crate::engine::handover::{
 /// Every key this locker's tasks queue for.
 #[derive(Default)]
 pub(crate) struct Turns {
-    lines: Mutex<HashMap<String, Arc<Line>>>,
+    /// Keyed by the line's own key, shared with it (one allocation per
+    /// line for its name, not one more per member).
+    lines: Mutex<HashMap<Arc<str>, Arc<Line>>>,
 }
 
 /// What the line listens with, handed from turn to turn.
@@ -67,8 +69,8 @@ pub(crate) struct Listening {
 }
 
 /// One key's line.
-#[derive(Default)]
 struct Line {
+    key: Arc<str>,
     /// Held by the task whose turn it is, until it lets go of the lock or
     /// gives up; tokio's mutex hands it on in arrival order.
     turn: Arc<tokio::sync::Mutex<Listening>>,
@@ -199,7 +201,6 @@ impl Turn {
 /// Membership of a line; leaving the last place removes the line.
 struct Place {
     turns: Arc<Turns>,
-    key: String,
     line: Arc<Line>,
 }
 
@@ -227,18 +228,29 @@ impl Turns {
         // Counted under the map's lock: a line is never removed between a
         // task finding it and joining it.
         let mut lines = self.lock();
-        let line = lines.entry(key.to_owned()).or_default().clone();
+        let line = match lines.get(key) {
+            Some(line) => line.clone(),
+            None => {
+                let key: Arc<str> = Arc::from(key);
+                let line = Arc::new(Line {
+                    key: key.clone(),
+                    turn: Arc::default(),
+                    members: std::sync::atomic::AtomicUsize::new(0),
+                });
+                lines.insert(key, line.clone());
+                line
+            }
+        };
         line.members
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         drop(lines);
         Place {
             turns: self.clone(),
-            key: key.to_owned(),
             line,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Line>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<Line>>> {
         // The map stays consistent even if a holder panicked mid-update.
         self.lines.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -254,7 +266,7 @@ impl Drop for Place {
         // Under the map's lock, so a task joining now finds either the
         // line still counted or no line at all.
         if left == 1 {
-            lines.remove(&self.key);
+            lines.remove(&self.line.key);
         }
     }
 }
