@@ -34,7 +34,7 @@ use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
-use crate::engine::lease::{Grant, Lease, LeaseState, Role};
+use crate::engine::lease::{FirstLease, Grant, Lease, LeaseState, Role};
 use crate::engine::lost;
 use crate::engine::primitive::{AcquireReply, Primitive, Try};
 use crate::engine::release::Hold;
@@ -612,7 +612,7 @@ impl<P: Primitive> Attempt<P> {
                 handover.sent_at
             },
             fence_basis: handover.fence_basis,
-            first_lease: None,
+            first_lease: FirstLease::Ttl,
         };
         // Counted by the taker: a pass nobody takes is given back, a
         // release and no hand-over.
@@ -725,7 +725,8 @@ impl<P: Primitive> Attempt<P> {
     /// counted from this attempt's own last request (its last try, or the
     /// last confirmed renewal of its place), never from the message, and
     /// trusted at first for the place's lease, the one the release gave it
-    /// on the server until its first renewal (due at once) sets its ttl.
+    /// on the server: renewed when the place would have been, and that
+    /// renewal sets its ttl (see [`FirstLease::Shorter`]).
     fn handed(&self, fence: u64) -> Won {
         let place = self.place.as_ref().map(|(lease, _)| lease.confirmed_at());
         let sent_at = match (self.last_sent, place) {
@@ -737,7 +738,10 @@ impl<P: Primitive> Attempt<P> {
             sent_at,
             granted_at: self.core.clock().now(),
             fence_basis: FenceBasis::issued_now(fence),
-            first_lease: self.primitive.place().map(|place| place.ttl),
+            first_lease: self
+                .primitive
+                .place()
+                .map_or(FirstLease::Ttl, |place| FirstLease::Shorter(place.ttl)),
         }
     }
 
@@ -791,7 +795,11 @@ impl<P: Primitive> Attempt<P> {
             clock: core.clock(),
             max_hold: None,
             labels: self.labels(),
-            first_lease: at_once.then_some(place.ttl),
+            first_lease: if at_once {
+                FirstLease::RenewedAtOnce
+            } else {
+                FirstLease::Ttl
+            },
         }));
         let watched = core.watchdog.watch(lease.clone(), true, sent_at, None);
         self.place = Some((lease, watched));
@@ -967,9 +975,9 @@ struct Won {
     /// When this holder's hold began.
     granted_at: Instant,
     fence_basis: FenceBasis,
-    /// Its first lease on the server, when shorter than its ttl (a lock
+    /// Its first lease on the server (shorter than its ttl for a lock
     /// handed over by a release).
-    first_lease: Option<Duration>,
+    first_lease: FirstLease,
 }
 
 impl Won {
@@ -980,7 +988,7 @@ impl Won {
             sent_at,
             granted_at: sent_at,
             fence_basis: FenceBasis::issued_now(fence),
-            first_lease: None,
+            first_lease: FirstLease::Ttl,
         }
     }
 }

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use crate::backend::{Backend, Route};
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
-use crate::engine::lease::{Grant, Lease, Role};
+use crate::engine::lease::{FirstLease, Grant, Lease, Role};
 use crate::engine::primitive::Primitive;
 use crate::engine::release::{Hold, Retired};
 use crate::engine::stats::Counters;
@@ -110,7 +110,7 @@ fn follow<Q: Primitive>(
             .max_hold
             .map(|cap| cap.saturating_sub(sent_at.saturating_duration_since(old.granted_at()))),
         labels: old.labels,
-        first_lease: None,
+        first_lease: FirstLease::Ttl,
     }));
     Counters::bump(&core.counters.acquired);
     let watched = core

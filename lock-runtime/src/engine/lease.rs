@@ -95,10 +95,24 @@ pub(crate) struct Grant {
     pub(crate) max_hold: Option<Duration>,
     /// The lock's bounded names, for metrics and traces.
     pub(crate) labels: metrics::Labels,
-    /// A hold handed over inside a release runs, on the server, a first
-    /// lease this short (the place its waiter kept), until its first
-    /// renewal, due at once, sets its own ttl.
-    pub(crate) first_lease: Option<Duration>,
+    /// How its first lease on the server compares with its ttl.
+    pub(crate) first_lease: FirstLease,
+}
+
+/// A lease's first lease on the server, and when it is first renewed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstLease {
+    /// Its ttl: renewed a renewal interval of it after its send.
+    Ttl,
+    /// Shorter than its ttl: a hold handed over inside a release runs
+    /// what was left of the place its waiter kept. Renewed as a lease
+    /// that long (a renewal interval of it after its send, as the place
+    /// was), and that renewal sets its own ttl. A hold that ends sooner,
+    /// as most do, costs no renewal at all.
+    Shorter(Duration),
+    /// Its ttl, renewed at once: a place renewed now to learn whether a
+    /// release handed it the lock.
+    RenewedAtOnce,
 }
 
 /// One acquired lock, or a place kept while waiting for one.
@@ -131,9 +145,9 @@ pub(crate) struct Lease {
     granted_at: Instant,
     /// Where its fence came from: how far a pass in process may raise it.
     pub(crate) fence_basis: FenceBasis,
-    /// Its first lease on the server is shorter than its ttl (see
-    /// [`Grant::first_lease`]): the watchdog renews it at once.
-    pub(crate) renew_at_once: bool,
+    /// How long after its send the watchdog first renews it (see
+    /// [`FirstLease`]).
+    pub(crate) first_renewal_in: Duration,
     /// Lost because it reached `max_hold`.
     capped: AtomicBool,
     /// The locks moved to another server (a failover) since this lease was
@@ -164,18 +178,21 @@ impl Lease {
         if grant.role == Role::Hold {
             metrics::granted(grant.labels);
         }
+        let first = match grant.first_lease {
+            FirstLease::Shorter(first) => first.min(grant.ttl),
+            FirstLease::Ttl | FirstLease::RenewedAtOnce => grant.ttl,
+        };
+        let first_renewal_in = match grant.first_lease {
+            FirstLease::RenewedAtOnce => Duration::ZERO,
+            FirstLease::Ttl | FirstLease::Shorter(_) => validity::renewal_interval(first),
+        };
         Self {
             id: grant.id,
             validity: Mutex::new(Validity {
                 sent_at: grant.sent_at,
-                until: validity::validity_end(
-                    grant.sent_at,
-                    grant
-                        .first_lease
-                        .map_or(grant.ttl, |first| first.min(grant.ttl)),
-                ),
+                until: validity::validity_end(grant.sent_at, first),
             }),
-            renew_at_once: grant.first_lease.is_some(),
+            first_renewal_in,
             keys: grant.keys,
             also: grant.also,
             leased: grant.leased,
@@ -334,7 +351,7 @@ mod tests {
             fence_basis: FenceBasis::issued_now(1),
             clock: Clock::Boot,
             max_hold: None,
-            first_lease: None,
+            first_lease: FirstLease::Ttl,
             labels: metrics::Labels {
                 template: "k",
                 primitive: "test",

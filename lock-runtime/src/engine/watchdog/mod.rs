@@ -540,7 +540,7 @@ mod tests {
             fence_basis: FenceBasis::issued_now(id),
             clock: Clock::Boot,
             max_hold: None,
-            first_lease: None,
+            first_lease: crate::engine::lease::FirstLease::Ttl,
             labels: crate::metrics::Labels {
                 template: "k",
                 primitive: "test",

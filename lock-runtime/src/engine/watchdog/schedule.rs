@@ -124,17 +124,11 @@ impl Schedule {
         let id = lease.id;
         self.last_watched = self.last_watched.max(Some(sent_at));
         let renew_every = crate::engine::validity::renewal_interval(lease.ttl);
+        let first_renewal_in = lease.first_renewal_in;
         let valid_until = lease.valid_until();
         // Counted from the send, like the lease itself: after a slow reply
         // the first renewal is simply due sooner (or at once).
-        let mut due = renews.then(|| {
-            // A first lease shorter than the ttl is renewed to it at once.
-            if lease.renew_at_once {
-                sent_at
-            } else {
-                sent_at + renew_every
-            }
-        });
+        let mut due = renews.then(|| sent_at + first_renewal_in);
         // Confirmed before the last move (a hold passed in process, or a
         // grant in flight across it): confirm it where the locks are now.
         if self.moved_at.is_some_and(|moved| sent_at <= moved) {
@@ -514,6 +508,7 @@ impl Schedule {
 mod tests {
     use super::*;
     use crate::backend::Route;
+    use crate::engine::lease::FirstLease;
     use crate::keys::LockKeys;
     use crate::owner::OwnerToken;
 
@@ -528,6 +523,16 @@ mod tests {
         ttl: Duration,
         sent_at: Instant,
         max_hold: Option<Duration>,
+    ) -> Arc<Lease> {
+        lease_first(id, ttl, sent_at, max_hold, FirstLease::Ttl)
+    }
+
+    fn lease_first(
+        id: u64,
+        ttl: Duration,
+        sent_at: Instant,
+        max_hold: Option<Duration>,
+        first_lease: FirstLease,
     ) -> Arc<Lease> {
         Arc::new(Lease::new(crate::engine::lease::Grant {
             id,
@@ -544,7 +549,7 @@ mod tests {
             fence_basis: crate::engine::fence::FenceBasis::issued_now(id),
             clock: crate::host::clock::Clock::Boot,
             max_hold,
-            first_lease: None,
+            first_lease,
             labels: Labels {
                 template: "k",
                 primitive: "test",
@@ -607,6 +612,30 @@ mod tests {
         let applied = schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
         assert_eq!(applied.renewed.len(), 1);
         assert_eq!(schedule.next_event(), Some(t0 + 2 * SEC));
+    }
+
+    /// A hold handed over inside a release runs its waiter's place as its
+    /// first lease: renewed when the place would have been (a third of
+    /// it), and from then on every third of its own ttl. A place renewed
+    /// to learn of a hand-over is due at once.
+    #[test]
+    fn a_shorter_first_lease_is_renewed_a_third_into_it_and_then_by_the_ttl() {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::default();
+        let handed = lease_first(1, 30 * SEC, t0, None, FirstLease::Shorter(3 * SEC));
+        assert_eq!(
+            handed.valid_until(),
+            crate::engine::validity::validity_end(t0, 3 * SEC)
+        );
+        assert_eq!(schedule.watch(handed, true, t0, None), t0 + SEC);
+        assert!(schedule.take_due(t0 + SEC / 2).is_empty());
+        assert_eq!(ids(&schedule.take_due(t0 + SEC)), [1]);
+        schedule.apply(answer(&[1], t0 + SEC, Renewed::Yes), t0 + SEC);
+        assert_eq!(schedule.next_event(), Some(t0 + 11 * SEC));
+
+        let now = lease_first(2, 3 * SEC, t0, None, FirstLease::RenewedAtOnce);
+        assert_eq!(schedule.watch(now, true, t0, None), t0);
+        assert_eq!(ids(&schedule.take_due(t0)), [2]);
     }
 
     /// Fixed leases (never renewed), all sent at `t0`, watched by a

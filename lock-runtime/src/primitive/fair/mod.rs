@@ -12,7 +12,8 @@
 //!   On the server, the lock's first lease is what was left of that
 //!   waiter's place; the new owner trusts it as it trusted its place,
 //!   counted from its own last request (never from the message), and its
-//!   first renewal, due at once, sets its ttl. A waiter whose message was
+//!   first renewal, due when the place's would have been, sets its ttl (a
+//!   short hold ends before: no renewal at all). A waiter whose message was
 //!   lost learns it holds the lock when its place's next renewal finds the
 //!   place gone, and its try finds the lock its own.
 //! - The other waiters hear each hand-over and try only if the new owner

@@ -4,7 +4,8 @@
 -- fence; with nobody waiting it is deleted. A token that only waits
 -- leaves the line.
 -- The next owner's first lease is what was left of its place, the lease
--- it trusts already (its first renewal, due at once, sets its own ttl).
+-- it trusts already (its first renewal, due when the place's would have
+-- been, sets its own ttl).
 -- KEYS[1] lock, KEYS[2] line; ARGV[1] owner token, ARGV[2] its fence (0
 -- when unknown), ARGV[3] release channel, ARGV[4] the publish command
 -- (`PUBLISH`, or `SPUBLISH` on a cluster).
