@@ -55,11 +55,16 @@ fn main() -> ExitCode {
 }
 
 /// Who is measured on which setup, in report order.
-const CASES: [(Setup, &str); 7] = [
+const CASES: [(Setup, &str); 8] = [
     (Setup::Single, "project"),
     // The same pair through `#[distributed_lock]`, as the README shows it:
     // what the attribute adds (its loss signal, its reentrancy check).
     (Setup::Single, "project_attribute"),
+    // The same pair written by hand with the attribute's defaults: a
+    // request that may wait, and so first takes its turn in the locker's
+    // line (the `project` row tries once). Between it and the attribute is
+    // the attribute's own work.
+    (Setup::Single, "project_waiting"),
     (Setup::Single, "raw"),
     // The raw commands with their connection driven on a thread of its
     // own, as the project drives its connections: what is left between
@@ -185,6 +190,10 @@ fn child(args: &[String]) -> BenchResult<()> {
                 let contender = ProjectContender::connect(&setup.project_url(urls), None).await?;
                 annotated_calls(contender.locker(), pairs).await
             }
+            "project_waiting" => {
+                let contender = ProjectContender::connect(&setup.project_url(urls), None).await?;
+                waiting_pairs(contender.locker(), pairs).await
+            }
             "raw_own_thread" => {
                 pairs_of(
                     &RawContender::connect_on_own_thread(&setup.project_url(urls)).await?,
@@ -214,6 +223,19 @@ async fn annotated_calls(locker: &Locker, calls: u64) -> BenchResult<()> {
     }
     Ok(())
 }
+
+/// The warm-up, then `pairs` sequential pairs of requests that may wait,
+/// with the ttl of [`annotated`].
+async fn waiting_pairs(locker: &Locker, pairs: u64) -> BenchResult<()> {
+    for i in 0..WARMUP_PAIRS + pairs {
+        let request = locker.lock(format!("cost:{i}")).ttl(ANNOTATED_TTL);
+        request.acquire().await?.release().await?;
+    }
+    Ok(())
+}
+
+/// The ttl the annotated pair's attribute names.
+const ANNOTATED_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The pair of [`pair`], written with the attribute.
 #[distributed_lock(key = "cost:<i>", ttl = "10s", locker = locker)]
