@@ -32,12 +32,23 @@ use crate::engine::core::Core;
 use crate::engine::handle::LockHandle;
 
 tokio::task_local! {
-    static HELD: HeldLocks;
+    static HELD: Arc<HeldLocks>;
 }
 
-/// The locks held by the annotated calls this task is inside, innermost last.
-#[derive(Clone, Default)]
-struct HeldLocks(Arc<Vec<Frame>>);
+/// The locks held by the annotated calls this task is inside: the
+/// innermost, linked to the one it is nested in (one allocation per call,
+/// where a list copied per call cost two and a copy).
+struct HeldLocks {
+    frame: Frame,
+    outer: Option<Arc<HeldLocks>>,
+}
+
+impl HeldLocks {
+    /// The frames, innermost first.
+    fn frames(self: &Arc<Self>) -> impl Iterator<Item = &Frame> {
+        std::iter::successors(Some(&**self), |held| held.outer.as_deref()).map(|held| &held.frame)
+    }
+}
 
 /// One annotated call holding a lock.
 #[derive(Clone)]
@@ -243,9 +254,7 @@ impl Drop for EndOnDrop {
 /// }
 /// ```
 pub fn current() -> Option<LockHandle> {
-    HELD.try_with(|held| held.0.last().map(|frame| frame.handle.clone()))
-        .ok()
-        .flatten()
+    HELD.try_with(|held| held.frame.handle.clone()).ok()
 }
 
 /// The innermost call of this task that holds `key` through `locker`, as
@@ -254,9 +263,7 @@ pub fn current() -> Option<LockHandle> {
 pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Frame> {
     let id = core.identity();
     HELD.try_with(|held| {
-        held.0
-            .iter()
-            .rev()
+        held.frames()
             .find(|frame| {
                 frame.locker == id && frame.handle.key() == key && kinds.contains(&frame.kind)
             })
@@ -275,17 +282,17 @@ pub(crate) async fn holding<F: Future>(
     nested: Arc<Nested>,
     body: F,
 ) -> F::Output {
-    let mut held: Vec<Frame> = HELD
-        .try_with(|held| held.0.as_ref().clone())
-        .unwrap_or_default();
-    let _end = EndOnDrop(nested.clone());
-    held.push(Frame {
-        locker: core.identity(),
-        kind,
-        handle,
-        nested: nested.clone(),
+    let held = Arc::new(HeldLocks {
+        frame: Frame {
+            locker: core.identity(),
+            kind,
+            handle,
+            nested: nested.clone(),
+        },
+        outer: HELD.try_with(Arc::clone).ok(),
     });
-    let output = HELD.scope(HeldLocks(Arc::new(held)), body).await;
+    let _end = EndOnDrop(nested.clone());
+    let output = HELD.scope(held, body).await;
     // A nested call moved out of the body may be mid-step on another
     // thread: it stops at its next `.await`, and the lock is let go after.
     nested.finish();
