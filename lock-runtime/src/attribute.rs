@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
 use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
+use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
@@ -96,11 +97,13 @@ pub async fn run_locked<F: Future>(
         if let Some(refused) = options.mode.refused_under(holder.kind, &key) {
             return Err(refused);
         }
-        return run_nested(&locker, key, holder, options, body).await;
+        // Boxed: a nested call's state is several times that of a
+        // holding call's, and every annotated call would carry (and move)
+        // room for it.
+        return Box::pin(run_nested(&locker, key, holder, options, body)).await;
     }
     let guard = mode::acquire(&locker, key, &options).await?;
     let handle = guard.handle();
-    let key = guard.key().to_owned();
     let nested = Nested::new();
     let held = Held {
         guard: Some(guard),
@@ -114,21 +117,24 @@ pub async fn run_locked<F: Future>(
     if let Some(guard) = held.into_guard() {
         match guard.release().await {
             Ok(true) => {}
-            Ok(false) => tracing::warn!(key, "the body finished after its lock was lost"),
+            Ok(false) => tracing::warn!(
+                key = handle.key(),
+                "the body finished after its lock was lost"
+            ),
             // The body's work is done; the lease simply runs out.
             Err(err) => {
-                tracing::warn!(key, error = %err, "release after the body failed; the lease will expire");
+                tracing::warn!(key = handle.key(), error = %err, "release after the body failed; the lease will expire");
                 // A loss the body was told of says more.
                 if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
                     return Err(LockError::ReleaseFailed {
-                        key,
+                        key: handle.key().to_owned(),
                         source: Box::new(err),
                     });
                 }
             }
         }
     }
-    outcome.ok_or_else(|| lost(&handle, key))
+    outcome.ok_or_else(|| lost(&handle, handle.key().to_owned()))
 }
 
 /// Acquires every key of `keys` at once (`keys = [..]`), runs `body`
@@ -283,18 +289,15 @@ async fn run_body<F: Future>(
         // Granted, but with no validity left to run the body in.
         return None;
     }
+    let held = holding(
+        locker.core(),
+        kind,
+        handle.clone(),
+        nested,
+        lost::guarded(handle.lease(), on_lost, body),
+    );
     // The body runs in the hold's span: its own events nest under the lock.
-    let output = tracing::Instrument::instrument(
-        holding(
-            locker.core(),
-            kind,
-            handle.clone(),
-            nested,
-            lost::guarded(handle.lease(), on_lost, body),
-        ),
-        handle.lease().span.clone(),
-    )
-    .await;
+    let output = in_span(&handle.lease().span, held).await;
     lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
     match output {
         Some(output) if on_lost == OnLost::Cancel && !handle.is_held() => {

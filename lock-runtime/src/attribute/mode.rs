@@ -93,15 +93,6 @@ impl BodyGuard {
         }
     }
 
-    pub(super) fn key(&self) -> &str {
-        match self {
-            BodyGuard::Lock(guard) => guard.key(),
-            BodyGuard::Fair(guard) => guard.key(),
-            BodyGuard::Read(guard) => guard.key(),
-            BodyGuard::Write(guard) => guard.key(),
-        }
-    }
-
     pub(super) async fn release(self) -> Result<bool, LockError> {
         match self {
             BodyGuard::Lock(guard) => guard.release().await,

@@ -7,6 +7,7 @@ use super::mode::with_options;
 use super::{OnReleaseError, Options, lost};
 use crate::engine::lost::{self as loss, OnLost};
 use crate::engine::reentrancy::held_by_this_task;
+use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::locker::Locker;
 
@@ -34,7 +35,7 @@ pub(super) async fn run_with_keys<F: Future>(
     let key = guard.keys().join(", ");
     let outcome = if handle.is_held() {
         let body = loss::guarded(handle.lease(), options.on_lost, body);
-        let output = tracing::Instrument::instrument(body, handle.lease().span.clone()).await;
+        let output = in_span(&handle.lease().span, body).await;
         loss::declare_if_lapsed(handle.lease(), &locker.core().counters);
         match output {
             Some(_) if options.on_lost == OnLost::Cancel && !handle.is_held() => None,

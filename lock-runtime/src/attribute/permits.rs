@@ -6,6 +6,7 @@ use std::future::Future;
 use super::mode::with_options;
 use super::{OnReleaseError, Options, Permits, lost};
 use crate::engine::lost::{self as loss, OnLost};
+use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::locker::Locker;
 
@@ -28,7 +29,7 @@ pub(super) async fn run_with_permits<F: Future>(
     let key = guard.key().to_owned();
     let outcome = if handle.is_held() {
         let body = loss::guarded(handle.lease(), options.on_lost, body);
-        let output = tracing::Instrument::instrument(body, handle.lease().span.clone()).await;
+        let output = in_span(&handle.lease().span, body).await;
         loss::declare_if_lapsed(handle.lease(), &locker.core().counters);
         match output {
             Some(_) if options.on_lost == OnLost::Cancel && !handle.is_held() => None,

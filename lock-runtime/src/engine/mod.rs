@@ -22,6 +22,7 @@ pub(crate) mod renewal;
 pub(crate) mod request;
 pub(crate) mod retry;
 pub(crate) mod stats;
+pub(crate) mod traced;
 pub(crate) mod validity;
 pub(crate) mod wait;
 pub(crate) mod watchdog;

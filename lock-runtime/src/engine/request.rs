@@ -16,6 +16,7 @@ use crate::engine::core::Core;
 use crate::engine::primitive::Primitive;
 use crate::engine::release::Hold;
 use crate::engine::stats::Counters;
+use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::metrics;
@@ -159,11 +160,10 @@ impl Asked {
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
-        let running: BoxFuture<'_, Result<Hold<P>, LockError>> =
-            Box::pin(tracing::Instrument::instrument(
-                self.core.host.enter(attempt.run(span.clone())),
-                span.clone(),
-            ));
+        let running: BoxFuture<'_, Result<Hold<P>, LockError>> = Box::pin(in_span(
+            span,
+            self.core.host.enter(attempt.run(span.clone())),
+        ));
         running.await
     }
 }
