@@ -1,7 +1,8 @@
 //! What the primitives of the family share beyond the engine: a lease in
 //! the whole milliseconds Redis takes, the error of a user that may not
-//! run a primitive's own commands, and the give-back of one that passes
-//! nothing in process.
+//! run a primitive's own commands, the give-back of one that passes
+//! nothing in process, and what the scripts' in-memory twins read of a
+//! call.
 
 use std::time::Duration;
 
@@ -9,6 +10,8 @@ use futures_util::future::BoxFuture;
 
 use crate::engine::handover::GiveBack;
 use crate::error::LockError;
+use crate::memory::words::Words;
+use crate::owner::WAITED;
 
 /// `duration` in whole milliseconds, at least 1.
 pub(crate) fn ms(duration: Duration) -> u64 {
@@ -38,3 +41,21 @@ pub(crate) fn not_permitted(err: LockError, what: &str, commands: &str) -> LockE
 /// to hand back.
 pub(crate) const GIVE_BACK_NOTHING: GiveBack =
     |_, _, _, _| Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>;
+
+/// For a twin: `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
+pub(crate) fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {
+    list.get(n - 1)
+        .ok_or_else(|| format!("{what}[{n}] is missing"))
+}
+
+/// For a twin: `text` as a whole number, or the error naming `what`.
+pub(crate) fn number(text: &str, what: &str) -> Result<i64, String> {
+    text.parse()
+        .map_err(|_| format!("{what} `{text}` is not a whole number"))
+}
+
+/// For a twin: whether `held` is `token`'s value, marked or not.
+pub(crate) fn is_mine(held: &str, token: &str) -> bool {
+    held.strip_prefix(token)
+        .is_some_and(|rest| rest.is_empty() || rest == WAITED)
+}

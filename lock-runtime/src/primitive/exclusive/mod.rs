@@ -16,6 +16,7 @@
 //!
 //! [`scripts`] holds the Lua and the key layout; [`reply`] reads answers.
 
+pub(crate) mod counted;
 pub(crate) mod guard;
 pub(crate) mod inspect;
 mod plain;
@@ -132,7 +133,7 @@ pub(crate) async fn acquire(
 ) -> Result<AcquireReply, LockError> {
     let node = match backend {
         Backend::Node(node) => node,
-        Backend::Redlock(masters) => return quorum::acquire(masters, keys, attempt).await,
+        Backend::Redlock(masters) => return counted::acquire(masters, keys, attempt).await,
     };
     let script = || {
         let mut call = scripts::ACQUIRE.call();
@@ -191,7 +192,7 @@ pub(crate) async fn release(
 ) -> Result<bool, LockError> {
     match backend {
         Backend::Node(node) => release_on_node(node, route, keys, token).await,
-        Backend::Redlock(masters) => quorum::release(masters, route, keys, token, landing).await,
+        Backend::Redlock(masters) => counted::release(masters, keys, route, token, landing).await,
     }
 }
 

@@ -2,6 +2,7 @@
 //! independent masters holds it.
 //!
 //! # Acquire
+//! The counted round the multi-key lock runs too ([`super::counted`]).
 //! Every master is asked at once: the plain commands of `super::plain`
 //! (`SET NX`, `INCR` of the counter, `GET` of the up mark) take a free
 //! lock, and the acquire script runs where they did not finish the grant
@@ -84,61 +85,52 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::votes::{AcquireVotes, Verdict, Vote};
+use super::counted::Counted;
+use super::votes::Vote;
 use super::{plain, scripts};
 use crate::backend::Route;
-use crate::backend::flights::{InFlight, Landing};
-use crate::backend::redlock::{RedlockBackend, quorum};
+use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
 use crate::engine;
 use crate::engine::primitive::{AcquireReply, Try};
-use crate::engine::quorum::is_down;
-use crate::engine::wait::{Seen, Sightings};
+use crate::engine::wait::Seen;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
 use crate::primitive::exclusive::inspect::LockInfo;
 
-/// One acquire round on every master (see the module docs).
-pub(crate) async fn acquire(
-    masters: &RedlockBackend,
-    keys: &LockKeys,
-    attempt: &Try<'_>,
-) -> Result<AcquireReply, LockError> {
-    if attempt.replicas.is_some() {
-        return Err(crate::config::rules::replicas_unsupported("redlock"));
+/// The exclusive lock's side of the counted round ([`super::counted`]):
+/// its one key, taken with plain commands first where the attempt allows.
+impl Counted for LockKeys {
+    fn name(&self) -> &str {
+        LockKeys::name(self)
     }
-    let (token, route) = (attempt.token, attempt.route);
-    let bound = masters.vote_bound(attempt.ttl);
-    let total = masters.len();
-    let quarantine = masters.quarantine();
-    crate::config::rules::check_quarantine(
-        attempt.ttl,
-        quarantine,
-        format_args!("the ttl of lock `{}`", keys.name()),
-    )?;
-    // A free lock is taken with plain commands (see `plain`); the script
-    // runs where they did not finish the grant, and is written only then.
-    let tries = Arc::new(Tries {
-        plain: attempt.plain_first.then(|| {
-            plain::take_if_free_counted(
-                keys.lock(),
-                token.as_str(),
-                super::ttl_ms(attempt.ttl),
-                keys.counter(),
-                keys.up_mark(),
-            )
-        }),
-        keys: keys.clone(),
-        token: token.clone(),
-        ttl: attempt.ttl,
-        quarantine,
-        script: OnceLock::new(),
-    });
-    let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
-    let mut round = masters
-        .fan_out(
-            0..total,
+
+    fn send(&self, masters: &RedlockBackend, attempt: &Try<'_>) -> Round<Vec<i64>> {
+        let (token, route) = (attempt.token, attempt.route);
+        let quarantine = masters.quarantine();
+        let bound = masters.vote_bound(attempt.ttl);
+        // A free lock is taken with plain commands (see `plain`); the script
+        // runs where they did not finish the grant, and is written only then.
+        let tries = Arc::new(Tries {
+            plain: attempt.plain_first.then(|| {
+                plain::take_if_free_counted(
+                    self.lock(),
+                    token.as_str(),
+                    super::ttl_ms(attempt.ttl),
+                    self.counter(),
+                    self.up_mark(),
+                )
+            }),
+            keys: self.clone(),
+            token: token.clone(),
+            ttl: attempt.ttl,
+            quarantine,
+            script: OnceLock::new(),
+        });
+        let quarantine_ms = u64::try_from(quarantine.as_millis()).unwrap_or(u64::MAX);
+        masters.fan_out(
+            0..masters.len(),
             bound,
             "a lock script",
             Some(attempt.flight),
@@ -156,77 +148,43 @@ pub(crate) async fn acquire(
                 }
             },
         )
-        .decisive_from(quorum(total));
-    let mut votes = AcquireVotes::new(total);
-    let mut seen = vec![Seen::Unknown; total];
-    let mut answered = 0;
-    while let Some((index, answer)) = round.recv().await {
-        answered += 1;
-        let (vote, sighting) = vote(answer);
-        votes.add(index, vote);
-        seen[index] = sighting;
-        if votes.decided().is_some() {
-            break;
+    }
+
+    /// `{1, fence, 0}` or `{0, pttl, now}` (see [`super::reply`]).
+    fn read(&self, answer: &[i64]) -> (Vote, Seen) {
+        match *answer {
+            [granted, value, ..] => match super::reply::read_acquire((granted, value)) {
+                AcquireReply::Acquired { fence } => (Vote::Granted(fence), Seen::Free),
+                AcquireReply::Busy { pttl, .. } => {
+                    let at = answer.get(2).and_then(|&now| u64::try_from(now).ok());
+                    (Vote::Busy(pttl), at.map_or(Seen::Unknown, Seen::BusyAt))
+                }
+                _ => (Vote::Failed { down: false }, Seen::Unknown),
+            },
+            _ => (Vote::Failed { down: false }, Seen::Unknown),
         }
     }
-    let needed = quorum(total);
-    match votes.verdict(total - answered) {
-        Verdict::Granted {
-            fence,
-            at_fence,
-            behind,
-        } => {
-            // Counters in step (the usual case) already stand at the
-            // fence on a majority: no second round.
-            let raised = if at_fence >= needed {
-                0
-            } else {
-                let raise = Raise {
-                    route,
-                    keys,
-                    token,
-                    fence,
-                };
-                let raising = raise.run(masters, behind, needed - at_fence, bound, attempt.flight);
-                tokio::pin!(raising);
-                // The first round's calls on slow masters keep going while
-                // the second round runs: their bounds run meanwhile.
-                loop {
-                    tokio::select! {
-                        raised = &mut raising => break raised,
-                        Some(_) = round.recv() => {}
-                    }
-                }
-            };
-            if at_fence + raised >= needed {
-                return Ok(AcquireReply::Acquired { fence });
-            }
-            // Decided early, so calls on slow masters may still be on their
-            // way: let them end before deleting what they may have taken.
-            while round.recv().await.is_some() {}
-            clean_up(masters, route, keys, token, 0..total, bound).await;
-            Ok(AcquireReply::NoQuorum {
-                granted: at_fence + raised,
-                needed,
-                down: false,
-            })
-        }
-        Verdict::Busy { pttl } => {
-            clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
-            Ok(AcquireReply::Busy {
-                pttl,
-                sightings: Some(Sightings::new(seen)),
-                place: false,
-            })
-        }
-        Verdict::Failed { granted, down } => {
-            clean_up(masters, route, keys, token, votes.maybe_ours(), bound).await;
-            Ok(AcquireReply::NoQuorum {
-                granted,
-                needed,
-                down,
-            })
-        }
+
+    fn raise_call(&self, token: &OwnerToken, fence: u64) -> ScriptCall {
+        let mut call = scripts::RAISE_COUNTER.call();
+        call.key(self.lock())
+            .key(self.counter())
+            .arg(token.as_str())
+            .arg(fence);
+        call
+    }
+
+    fn release_call(&self, token: &OwnerToken) -> ScriptCall {
+        let mut call = scripts::RELEASE.call();
+        call.key(self.lock())
+            .arg(token.as_str())
+            .arg(self.channel())
+            .arg("PUBLISH");
+        call
+    }
+
+    fn granted(&self, fence: u64) -> AcquireReply {
+        AcquireReply::Acquired { fence }
     }
 }
 
@@ -256,122 +214,6 @@ impl Tries {
             call
         })
     }
-}
-
-/// One master's acquire answer (`{1, fence, quarantine left}` or
-/// `{0, pttl, now}`) as a vote, and what it showed of the master.
-fn vote(answer: Result<Vec<i64>, LockError>) -> (Vote, Seen) {
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(err) => {
-            let down = is_down(&err);
-            return (Vote::Failed { down }, Seen::Unknown);
-        }
-    };
-    match *answer.as_slice() {
-        [1, fence, left] if left > 0 => {
-            let fresh = Vote::Fresh {
-                fence: u64::try_from(fence).unwrap_or(0),
-                left: Duration::from_millis(left.unsigned_abs()),
-            };
-            (fresh, Seen::Free)
-        }
-        [granted, value, ..] => match super::reply::read_acquire((granted, value)) {
-            AcquireReply::Acquired { fence } => (Vote::Granted(fence), Seen::Free),
-            AcquireReply::Busy { pttl, .. } => {
-                let at = answer.get(2).and_then(|&now| u64::try_from(now).ok());
-                (Vote::Busy(pttl), at.map_or(Seen::Unknown, Seen::BusyAt))
-            }
-            _ => (Vote::Failed { down: false }, Seen::Unknown),
-        },
-        _ => (Vote::Failed { down: false }, Seen::Unknown),
-    }
-}
-
-/// The second round of an acquisition whose majority's counters were out
-/// of step.
-struct Raise<'a> {
-    route: Route,
-    keys: &'a LockKeys,
-    token: &'a OwnerToken,
-    fence: u64,
-}
-
-impl Raise<'_> {
-    /// Confirms the lock on `granted` and raises their counters to the
-    /// fence; answers on how many masters both happened (counting stops
-    /// once `needed` did).
-    async fn run(
-        &self,
-        masters: &RedlockBackend,
-        granted: Vec<usize>,
-        needed: usize,
-        bound: Duration,
-        flight: &InFlight,
-    ) -> usize {
-        let mut pending = granted.len();
-        let mut call = scripts::RAISE_COUNTER.call();
-        call.key(self.keys.lock())
-            .key(self.keys.counter())
-            .arg(self.token.as_str())
-            .arg(self.fence);
-        let decisive = needed.min(pending + 1 - needed.min(pending));
-        let mut round =
-            engine::quorum::run_everywhere(masters, granted, self.route, call, bound, Some(flight))
-                .decisive_from(decisive);
-        let mut confirmed = 0;
-        while let Some((_, answer)) = round.recv().await {
-            pending -= 1;
-            confirmed += usize::from(matches!(answer, Ok(1_i64)));
-            if confirmed >= needed || confirmed + pending < needed {
-                break;
-            }
-        }
-        confirmed
-    }
-}
-
-/// Deletes our key, where it is ours, on `on`; waits for each (or its
-/// bound), so a retry of this acquisition cannot overtake it.
-async fn clean_up(
-    masters: &RedlockBackend,
-    route: Route,
-    keys: &LockKeys,
-    token: &OwnerToken,
-    on: impl IntoIterator<Item = usize>,
-    bound: Duration,
-) {
-    engine::quorum::undo_on(masters, on, route, release_call(keys, token), bound).await;
-}
-
-fn release_call(keys: &LockKeys, token: &OwnerToken) -> ScriptCall {
-    let mut call = scripts::RELEASE.call();
-    call.key(keys.lock())
-        .arg(token.as_str())
-        .arg(keys.channel())
-        .arg("PUBLISH");
-    call
-}
-
-/// Deletes the lock on every master where it is ours; true when any master
-/// that answered deleted it. On each master it waits first for the calls
-/// the acquisition left running there (`landing`), so that the delete
-/// comes after them, and only there: a master frozen mid-acquisition
-/// delays its own delete, not the others'. Returns once a majority
-/// answered (the calls on slower masters go on in the background, each
-/// in its order), so a frozen master does not hold up the caller. Fails
-/// when fewer than a majority answered and none of them deleted it: a
-/// majority may still hold it.
-pub(crate) async fn release(
-    masters: &RedlockBackend,
-    route: Route,
-    keys: &LockKeys,
-    token: &OwnerToken,
-    landing: Option<&Landing>,
-) -> Result<bool, LockError> {
-    let needed = quorum(masters.len());
-    engine::quorum::let_go_everywhere(masters, route, release_call(keys, token), landing, needed)
-        .await
 }
 
 /// The lock as a majority of masters sees it: held when one owner's token
@@ -465,7 +307,7 @@ fn majority_view(name: &str, values: &[(String, i64)], needed: usize) -> LockInf
 
 /// Deletes the lock on every master whoever holds it, and wakes waiters;
 /// true when any master that answered deleted it. Returns once a majority
-/// answered, as [`release`] does.
+/// answered, as [`super::counted::release`] does.
 pub(crate) async fn force_release(
     masters: &RedlockBackend,
     route: Route,

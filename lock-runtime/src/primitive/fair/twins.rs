@@ -7,17 +7,7 @@ use redis::Value;
 
 use crate::memory::Keyspace;
 use crate::memory::words::Words;
-
-/// `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
-fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {
-    list.get(n - 1)
-        .ok_or_else(|| format!("{what}[{n}] is missing"))
-}
-
-fn number(text: &str, what: &str) -> Result<i64, String> {
-    text.parse()
-        .map_err(|_| format!("{what} `{text}` is not a whole number"))
-}
+use crate::primitive::shared::{nth, number};
 
 fn int(n: i64) -> Value {
     Value::Int(n)

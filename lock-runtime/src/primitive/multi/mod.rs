@@ -52,6 +52,7 @@ use crate::engine::primitive::{AcquireReply, Place, Primitive, Try};
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
+use crate::primitive::exclusive::counted;
 use crate::primitive::shared::{self, GIVE_BACK_NOTHING, ms};
 
 /// The most keys one multi-key request may name: each is read by the
@@ -427,7 +428,7 @@ impl Primitive for Multi {
     ) -> Result<AcquireReply, LockError> {
         let node = match backend {
             Backend::Node(node) => node,
-            Backend::Redlock(masters) => return quorum::acquire(masters, self, attempt).await,
+            Backend::Redlock(masters) => return counted::acquire(masters, self, attempt).await,
         };
         let ttl_ms = ms(attempt.ttl);
         self.state.ttl_ms.store(ttl_ms, Ordering::SeqCst);
@@ -449,7 +450,7 @@ impl Primitive for Multi {
         match backend {
             Backend::Node(node) => self.release_from(node, route, token, 0).await,
             Backend::Redlock(masters) => {
-                quorum::release(masters, self, route, token, landing).await
+                counted::release(masters, self, route, token, landing).await
             }
         }
     }

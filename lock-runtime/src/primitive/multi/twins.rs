@@ -8,21 +8,10 @@ use redis::Value;
 use crate::memory::Keyspace;
 use crate::memory::words::Words;
 use crate::owner::{KEPT, WAITED};
-
-/// `ARGV[n]` of a call, 1-based as in Lua.
-fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {
-    list.get(n - 1)
-        .ok_or_else(|| format!("{what}[{n}] is missing"))
-}
+use crate::primitive::shared::{is_mine, nth};
 
 fn int(n: u64) -> Value {
     Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-/// Whether `held` is `token`'s value, marked or not.
-fn is_mine(held: &str, token: &str) -> bool {
-    held.strip_prefix(token)
-        .is_some_and(|rest| rest.is_empty() || rest == WAITED)
 }
 
 /// [`super::scripts::ACQUIRE`].
