@@ -10,15 +10,16 @@ use std::time::Duration;
 use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
 use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
-use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
 
+mod answer;
 mod mode;
 mod multi;
 mod permits;
 
+use self::answer::{answer, lost, run_guarded};
 use self::mode::BodyGuard;
 pub use self::mode::Mode;
 
@@ -114,27 +115,19 @@ pub async fn run_locked<F: Future>(
     let outcome = run_body(&locker, kind, &handle, options.on_lost, nested, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
     // nested call's step.
-    if let Some(guard) = held.into_guard() {
-        match guard.release().await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                key = handle.key(),
-                "the body finished after its lock was lost"
-            ),
-            // The body's work is done; the lease simply runs out.
-            Err(err) => {
-                tracing::warn!(key = handle.key(), error = %err, "release after the body failed; the lease will expire");
-                // A loss the body was told of says more.
-                if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
-                    return Err(LockError::ReleaseFailed {
-                        key: handle.key().to_owned(),
-                        source: Box::new(err),
-                    });
-                }
-            }
-        }
-    }
-    outcome.ok_or_else(|| lost(&handle, handle.key().to_owned()))
+    let released = match held.into_guard() {
+        Some(guard) => guard.release().await,
+        None => Ok(true),
+    };
+    let gone = "its lock was lost";
+    answer(
+        outcome,
+        released,
+        options.on_release_error,
+        &handle,
+        handle.key(),
+        gone,
+    )
 }
 
 /// Acquires every key of `keys` at once (`keys = [..]`), runs `body`
@@ -191,14 +184,6 @@ impl Drop for Held {
                 drop(guard);
             });
         }
-    }
-}
-
-/// The error of a body that lost its lock: the hold cap, or a loss.
-fn lost(handle: &LockHandle, key: String) -> LockError {
-    match handle.lease().max_hold {
-        Some(cap) if handle.lease().capped() => LockError::HoldCapExceeded { key, cap },
-        _ => LockError::Lost { key },
     }
 }
 
@@ -272,11 +257,9 @@ async fn run_nested<F: Future>(
         .await
 }
 
-/// Runs `body` as a call holding `handle`, a lock of `kind`, with `nested` for the calls
-/// nested in it: `None` when the lock was lost
-/// and `on_lost = "cancel"` (cancelled, or finished after the lease ran
-/// out: a process paused past its lease can finish before the watchdog
-/// runs again, and the local validity check catches that).
+/// Runs `body` as a call holding `handle`, a lock of `kind`, with
+/// `nested` for the calls nested in it, as `on_lost` says (see
+/// [`run_guarded`]).
 async fn run_body<F: Future>(
     locker: &Locker,
     kind: &'static str,
@@ -285,33 +268,9 @@ async fn run_body<F: Future>(
     nested: Arc<Nested>,
     body: F,
 ) -> Option<F::Output> {
-    if !handle.is_held() {
-        // Granted, but with no validity left to run the body in.
-        return None;
-    }
-    let held = holding(
-        locker.core(),
-        kind,
-        handle.clone(),
-        nested,
-        lost::guarded(handle.lease(), on_lost, body),
-    );
-    // The body runs in the hold's span: its own events nest under the lock.
-    let output = in_span(&handle.lease().span, held).await;
-    lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
-    match output {
-        Some(output) if on_lost == OnLost::Cancel && !handle.is_held() => {
-            drop(output);
-            None
-        }
-        None => {
-            tracing::warn!(
-                key = handle.key(),
-                fence = handle.fence(),
-                "lock lost; the body was cancelled"
-            );
-            None
-        }
-        output => output,
-    }
+    // The frame wraps the loss's race, so that a cancelled body still
+    // waits, in `holding`, for a nested call's step.
+    let guarded = lost::guarded(handle.lease(), on_lost, body);
+    let held = holding(locker.core(), kind, handle.clone(), nested, guarded);
+    run_guarded(locker, handle, on_lost, held).await
 }

@@ -3,11 +3,11 @@
 
 use std::future::Future;
 
+use super::Options;
+use super::answer::{answer, run_guarded};
 use super::mode::with_options;
-use super::{OnReleaseError, Options, lost};
-use crate::engine::lost::{self as loss, OnLost};
+use crate::engine::lost as loss;
 use crate::engine::reentrancy::held_by_this_task;
-use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::locker::Locker;
 
@@ -32,30 +32,17 @@ pub(super) async fn run_with_keys<F: Future>(
     let request = locker.lock_all(keys);
     let guard = with_options!(request, &options).acquire().await?;
     let handle = guard.handle();
-    let key = guard.keys().join(", ");
-    let outcome = if handle.is_held() {
-        let body = loss::guarded(handle.lease(), options.on_lost, body);
-        let output = in_span(&handle.lease().span, body).await;
-        loss::declare_if_lapsed(handle.lease(), &locker.core().counters);
-        match output {
-            Some(_) if options.on_lost == OnLost::Cancel && !handle.is_held() => None,
-            output => output,
-        }
-    } else {
-        None
-    };
-    match guard.release().await {
-        Ok(true) => {}
-        Ok(false) => tracing::warn!(key, "the body finished after its keys were lost"),
-        Err(err) => {
-            tracing::warn!(key, error = %err, "release after the body failed; the lease will expire");
-            if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
-                return Err(LockError::ReleaseFailed {
-                    key,
-                    source: Box::new(err),
-                });
-            }
-        }
-    }
-    outcome.ok_or_else(|| lost(&handle, key))
+    let keys = guard.keys().join(", ");
+    let body = loss::guarded(handle.lease(), options.on_lost, body);
+    let outcome = run_guarded(locker, &handle, options.on_lost, body).await;
+    let released = guard.release().await;
+    let gone = "its keys were lost";
+    answer(
+        outcome,
+        released,
+        options.on_release_error,
+        &handle,
+        &keys,
+        gone,
+    )
 }

@@ -3,10 +3,10 @@
 
 use std::future::Future;
 
+use super::answer::{answer, run_guarded};
 use super::mode::with_options;
-use super::{OnReleaseError, Options, Permits, lost};
-use crate::engine::lost::{self as loss, OnLost};
-use crate::engine::traced::in_span;
+use super::{Options, Permits};
+use crate::engine::lost as loss;
 use crate::error::LockError;
 use crate::locker::Locker;
 
@@ -26,30 +26,16 @@ pub(super) async fn run_with_permits<F: Future>(
         .permits(permits.permits);
     let guard = with_options!(request, &options).acquire().await?;
     let handle = guard.handle();
-    let key = guard.key().to_owned();
-    let outcome = if handle.is_held() {
-        let body = loss::guarded(handle.lease(), options.on_lost, body);
-        let output = in_span(&handle.lease().span, body).await;
-        loss::declare_if_lapsed(handle.lease(), &locker.core().counters);
-        match output {
-            Some(_) if options.on_lost == OnLost::Cancel && !handle.is_held() => None,
-            output => output,
-        }
-    } else {
-        None
-    };
-    match guard.release().await {
-        Ok(true) => {}
-        Ok(false) => tracing::warn!(key, "the body finished after its permits were lost"),
-        Err(err) => {
-            tracing::warn!(key, error = %err, "release after the body failed; the lease will expire");
-            if options.on_release_error == OnReleaseError::Fail && outcome.is_some() {
-                return Err(LockError::ReleaseFailed {
-                    key,
-                    source: Box::new(err),
-                });
-            }
-        }
-    }
-    outcome.ok_or_else(|| lost(&handle, key))
+    let body = loss::guarded(handle.lease(), options.on_lost, body);
+    let outcome = run_guarded(locker, &handle, options.on_lost, body).await;
+    let released = guard.release().await;
+    let gone = "its permits were lost";
+    answer(
+        outcome,
+        released,
+        options.on_release_error,
+        &handle,
+        handle.key(),
+        gone,
+    )
 }
