@@ -8,7 +8,9 @@
 //! prints a table and writes `target/bench/results.json` and
 //! `target/bench/chart.svg`. Two more binaries measure the flash sale
 //! ([`hot_key`], `benches/hot_key`) and the client's instructions per
-//! pair ([`client_cost`], `benches/client_cost`). This library holds
+//! pair ([`client_cost`], `benches/client_cost`), and with the `cluster`
+//! feature `benches/cluster` measures the multi-key lock on a Redis
+//! Cluster ([`slots`] names its keys by slot). This library holds
 //! everything but the rslock adapter, which needs rslock, a
 //! dev-dependency.
 
@@ -34,6 +36,7 @@ pub mod scenarios;
 pub mod semaphore;
 pub mod server;
 pub mod setup;
+pub mod slots;
 pub mod summary;
 pub mod targets;
 

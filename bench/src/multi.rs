@@ -2,12 +2,14 @@
 //! `keys` keys taken at once (`<key>#0`, `<key>#1`, ..) with
 //! `locker.lock_all`, and given back, for the pair rows beside the
 //! exclusive lock. On one server every key of a hold is in one slot: one
-//! script each way.
+//! script each way. On a Cluster the names come from [`SlotKeys`]: all in
+//! one slot, or across slots and nodes.
 
 use std::time::Duration;
 
 use lock_runtime::{LockConfig, Locker, MultiGuard};
 
+use crate::slots::SlotKeys;
 use crate::{Acquired, BenchResult, Contender};
 
 /// `keys` keys per hold.
@@ -15,6 +17,8 @@ use crate::{Acquired, BenchResult, Contender};
 pub struct MultiContender {
     locker: Locker,
     keys: u32,
+    /// Where the names go on a Cluster; `None`: `<key>#<n>`.
+    slots: Option<SlotKeys>,
 }
 
 impl MultiContender {
@@ -23,11 +27,23 @@ impl MultiContender {
         Ok(Self {
             locker: Locker::connect(LockConfig::from_url(url)?).await?,
             keys,
+            slots: None,
         })
     }
 
+    /// Connects a locker to the Cluster at `url`, for holds named by
+    /// `slots` (their number of keys and their spread over the slots).
+    pub async fn connect_by_slot(url: &str, slots: SlotKeys) -> BenchResult<Self> {
+        let mut contender = Self::connect(url, slots.keys()).await?;
+        contender.slots = Some(slots);
+        Ok(contender)
+    }
+
     fn keys_of(&self, key: &str) -> Vec<String> {
-        (0..self.keys).map(|n| format!("{key}#{n}")).collect()
+        match &self.slots {
+            Some(slots) => slots.names(key),
+            None => (0..self.keys).map(|n| format!("{key}#{n}")).collect(),
+        }
     }
 }
 

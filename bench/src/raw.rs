@@ -1,12 +1,15 @@
 //! The baseline: what a careful hand-written lock on redis-rs does, on one
 //! multiplexed connection. `SET key token NX PX ttl` to take, a Lua
 //! compare-and-delete to release, a Lua compare-and-`PEXPIRE` to renew (one
-//! timer task per held lock), and a fixed 1 ms poll to wait.
+//! timer task per held lock), and a fixed 1 ms poll to wait. With the
+//! `cluster` feature, the same commands on one redis-rs cluster connection
+//! (`RawContender::connect_cluster`), which routes each by its key.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use redis::aio::ConnectionLike;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 use tokio::task::JoinHandle;
@@ -33,10 +36,11 @@ static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// Hand-written locks on one [`MultiplexedConnection`].
+/// Hand-written locks on one [`MultiplexedConnection`] (or, with the
+/// `cluster` feature, one cluster connection).
 #[derive(Clone)]
-pub struct RawContender {
-    conn: MultiplexedConnection,
+pub struct RawContender<C = MultiplexedConnection> {
+    conn: C,
     busy_tries: Arc<AtomicU64>,
     renewals: Arc<AtomicU64>,
 }
@@ -98,7 +102,24 @@ impl RawContender {
             .await
             .map_err(|err| format!("the raw drivers' thread: {err}"))?
     }
+}
 
+#[cfg(feature = "cluster")]
+impl RawContender<redis::cluster_async::ClusterConnection> {
+    /// Opens one redis-rs cluster connection, given the nodes at `urls`
+    /// (`redis://host:port/` each): it learns the slot map and sends each
+    /// command to the node serving its key.
+    pub async fn connect_cluster(urls: &[String]) -> BenchResult<Self> {
+        let client = redis::cluster::ClusterClient::new(urls.iter().map(String::as_str))?;
+        Ok(Self {
+            conn: client.get_async_connection().await?,
+            busy_tries: Arc::default(),
+            renewals: Arc::default(),
+        })
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RawContender<C> {
     /// One `SET NX PX`: `Some(guard)` when taken, `None` when busy.
     async fn try_lock(&self, key: String, ttl: Duration) -> BenchResult<Option<RawGuard>> {
         let token = random_token()?;
@@ -111,7 +132,7 @@ impl RawContender {
     }
 }
 
-impl Contender for RawContender {
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Contender for RawContender<C> {
     type Guard = RawGuard;
     type Held = RawHeld;
 
@@ -186,8 +207,8 @@ impl Contender for RawContender {
 }
 
 /// Renews one lock every ttl/3 until aborted or the lock is gone.
-async fn keep_alive(
-    mut conn: MultiplexedConnection,
+async fn keep_alive<C: ConnectionLike>(
+    mut conn: C,
     key: String,
     token: String,
     ttl: Duration,

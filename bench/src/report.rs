@@ -94,6 +94,13 @@ fn notes(scenario: &str, summary: &Summary, rtt: RoundTrips) -> String {
             number(summary.extra("client_cpu_pct")),
             number(summary.extra.get("lost").map_or(f64::NAN, |s| s.max)),
         ),
+        // A multi-key hold whose keys the run placed by slot (the cluster bench).
+        _ if summary.extra.contains_key("keys_per_hold") => format!(
+            "keys / slots / nodes per hold: {} / {} / {}",
+            number(summary.extra("keys_per_hold")),
+            number(summary.extra("slots_per_hold")),
+            number(summary.extra("nodes_per_hold")),
+        ),
         _ => String::new(),
     }
 }

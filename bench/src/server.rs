@@ -86,6 +86,18 @@ impl Admin {
         Ok(())
     }
 
+    /// Deletes every key on every node of a Redis Cluster (each node
+    /// holds only its own slots' keys, so every primary is flushed): a
+    /// cluster has no Redlock up mark to keep, and a `GET` of it would be
+    /// redirected by every node but one.
+    pub async fn flush_cluster(&self) -> BenchResult<()> {
+        for conn in &self.conns {
+            let mut conn = conn.clone();
+            redis::cmd("FLUSHALL").query_async::<()>(&mut conn).await?;
+        }
+        Ok(())
+    }
+
     /// The first server's `redis_version`.
     pub async fn version(&self) -> BenchResult<String> {
         let info = self.info("server").await?;

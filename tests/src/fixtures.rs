@@ -60,15 +60,7 @@ pub async fn locker(url: &str) -> Locker {
         .unwrap_or_else(|err| panic!("connect a test locker: {err}"))
 }
 
-/// A multi-host URL of `kind` (`cluster`, `redlock`, `sentinel`) naming
-/// every server of `servers`, then `path` (e.g. `/mymaster` for Sentinel).
-pub fn multi_host_url(kind: &str, servers: &[RedisServer], path: &str) -> String {
-    let hosts: Vec<String> = servers
-        .iter()
-        .map(|server| format!("127.0.0.1:{}", server.port()))
-        .collect();
-    format!("redis+{kind}://{}{path}", hosts.join(","))
-}
+pub use lock_servers::urls::multi_host_url;
 
 /// Redlock over `masters`.
 pub fn redlock_url(masters: &[RedisServer]) -> String {

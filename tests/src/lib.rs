@@ -29,7 +29,7 @@
 //! `redis-server` must be on `PATH` (`apt-get install -y redis-server`).
 
 pub mod chaos;
-pub mod cluster;
+pub use lock_servers::cluster;
 pub mod conformance;
 pub mod exclusion;
 pub mod fault_proxy;
@@ -46,8 +46,8 @@ pub mod tls;
 mod sys;
 pub mod worker;
 
-pub use cluster::RedisCluster;
 pub use fault_proxy::FaultProxy;
+pub use lock_servers::RedisCluster;
 pub use lock_servers::RedisServer;
 pub use net::{SilentListener, closed_port};
 pub use sentinel::SentinelSetup;

@@ -1,5 +1,5 @@
-//! A private three-node Redis Cluster per test, with real online slot
-//! migration.
+//! A private three-node Redis Cluster per test (or benchmark), with real
+//! online slot migration.
 
 use std::process::{Command, Stdio};
 use std::thread;
@@ -209,7 +209,7 @@ impl RedisCluster {
 
     /// The `redis+cluster://` URL naming every node.
     pub fn url(&self) -> String {
-        crate::fixtures::multi_host_url("cluster", &self.nodes, "")
+        crate::urls::multi_host_url("cluster", &self.nodes, "")
     }
 
     /// The nodes, in the order they were started.
@@ -235,6 +235,24 @@ impl RedisCluster {
             .unwrap_or_else(|| panic!("no node serves slot {slot}"))
             .port;
         self.index_of_port(port)
+    }
+
+    /// For every slot, in order, the index in [`RedisCluster::nodes`] of
+    /// the node serving it, as the first node sees it: one `CLUSTER SLOTS`
+    /// for the whole map.
+    pub fn node_of_every_slot(&self) -> Vec<usize> {
+        let mut nodes = vec![usize::MAX; usize::from(SLOTS)];
+        for range in slot_ranges(&self.nodes[0]) {
+            let node = self.index_of_port(range.port);
+            for slot in range.first..=range.last {
+                nodes[usize::from(slot)] = node;
+            }
+        }
+        assert!(
+            !nodes.contains(&usize::MAX),
+            "the first node's slot map has a gap"
+        );
+        nodes
     }
 
     /// Index of the node serving `key`'s slot.
