@@ -27,9 +27,9 @@ pub(super) async fn run_guarded<T>(
     }
     // The body runs in the hold's span: its own events nest under the lock.
     let output = in_span(&handle.lease().span, guarded).await;
-    lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
+    let held = lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
     match output {
-        Some(output) if on_lost == OnLost::Cancel && !handle.is_held() => {
+        Some(output) if on_lost == OnLost::Cancel && !held => {
             drop(output);
             None
         }

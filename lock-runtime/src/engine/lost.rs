@@ -151,14 +151,18 @@ fn report(lease: &Lease, cause: Cause) {
 /// before the watchdog's own timer. Called when a body ends, so that a
 /// holder that finished late is told (`lost()` completes, the loss is
 /// counted and logged) before its call returns, whatever its `on_lost`.
-pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) {
+/// Answers whether the lease is still held ([`Lease::is_held`]), so that
+/// the caller need not look at the clock again.
+pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) -> bool {
+    let held = lease.is_held();
     #[cfg(feature = "sabotage")]
     if crate::sabotage::active() == Some(crate::sabotage::Sabotage::SilentAfterStall) {
-        return;
+        return held;
     }
-    if lease.state() == LeaseState::Held && !lease.is_held() {
+    if !held && lease.state() == LeaseState::Held {
         declare(lease, Cause::Lapsed, counters);
     }
+    held
 }
 
 /// Completes when `lease` is declared lost; never for a lease released by
