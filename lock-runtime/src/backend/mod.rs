@@ -26,8 +26,10 @@ pub(crate) mod cluster;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel;
 
+mod direct;
 mod feed;
 pub(crate) mod flights;
+mod node_connection;
 pub(crate) mod permissions;
 mod pool;
 pub(crate) mod tls;

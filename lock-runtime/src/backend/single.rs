@@ -1,8 +1,11 @@
 //! A single Redis server (or a proxy that looks like one).
 //!
 //! Lock traffic is spread round-robin over a small fixed set of multiplexed,
-//! self-reconnecting [`ConnectionManager`]s: no checkout and no per-use
-//! round trip, so one lock costs exactly the round trips of its scripts.
+//! self-reconnecting connections: no checkout and no per-use round trip,
+//! so one lock costs exactly the round trips of its scripts. Each is a
+//! [`DirectConnection`], whose callers write their own requests, where
+//! the URL allows (plain TCP, RESP2), and a redis-rs [`ConnectionManager`]
+//! otherwise (see [`NodeConnection`]).
 //! Acquisitions that wait for replicas (`WAIT`) run on connections of their
 //! own, one per pool slot, opened at first use: `WAIT` blocks its
 //! connection, and lock traffic must never queue behind it.
@@ -16,6 +19,8 @@ use redis::FromRedisValue;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
+use super::direct::{self, DirectConnection};
+use super::node_connection::NodeConnection;
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
@@ -24,14 +29,14 @@ use crate::error::LockError;
 
 /// The pooled connections to one Redis server.
 pub(crate) struct SingleBackend {
-    pool: Box<[ConnectionManager]>,
+    pool: Box<[NodeConnection]>,
     /// The watchdog's connection: a round of large renewal batches never
     /// queues in front of anyone's acquire or release.
-    renewals: ConnectionManager,
+    renewals: NodeConnection,
     next: AtomicUsize,
     client: redis::Client,
     /// Connections for acquisitions followed by `WAIT`, one per pool slot.
-    blocking: Box<[OnceCell<ConnectionManager>]>,
+    blocking: Box<[OnceCell<NodeConnection>]>,
     /// Per blocking connection, the replica timeouts (ms) of the `WAIT`s
     /// sent on it and not answered yet: a `WAIT` queues behind them.
     waiting_ms: Box<[AtomicU64]>,
@@ -83,8 +88,21 @@ impl SingleBackend {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(200));
+        let info = client.get_connection_info().clone();
+        let direct = direct::supports(&info);
         let (pool, renewals) = super::pool::open_pool(config, &what, || {
-            ConnectionManager::new_with_config(client.clone(), manager_config.clone())
+            let info = info.clone();
+            let manager = ConnectionManager::new_with_config(client.clone(), manager_config.clone());
+            async move {
+                if direct {
+                    let response = Some(config.response_timeout);
+                    let connection =
+                        DirectConnection::connect(info, config.connect_timeout, response).await?;
+                    Ok(NodeConnection::Direct(connection))
+                } else {
+                    Ok(NodeConnection::Managed(manager.await?))
+                }
+            }
         })
         .await?;
         Ok(Self {
@@ -271,13 +289,19 @@ impl SingleBackend {
     /// one, opened at first use. That one has no response timeout of its
     /// own: `WAIT` may rightly take as long as asked, and every call on it
     /// is bounded by its caller.
-    async fn connection(&self, route: Route) -> Result<ConnectionManager, LockError> {
+    async fn connection(&self, route: Route) -> Result<NodeConnection, LockError> {
+        let pooled = &self.pool[route.conn];
         if !route.blocking {
-            return Ok(self.pool[route.conn].clone());
+            return Ok(pooled.clone());
         }
         let open = || async {
+            if let NodeConnection::Direct(pooled) = pooled {
+                // Opened at its first call, within that call's bound.
+                return Ok(NodeConnection::Direct(pooled.unbounded_sibling()));
+            }
             let config = self.manager_config.clone().set_response_timeout(None);
-            ConnectionManager::new_with_config(self.client.clone(), config).await
+            let manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+            Ok::<_, redis::RedisError>(NodeConnection::Managed(manager))
         };
         let opening = self.blocking[route.conn].get_or_try_init(open);
         match tokio::time::timeout(self.call_bound, opening).await {

@@ -1,0 +1,428 @@
+//! One TCP connection whose callers write their own requests.
+//!
+//! A multiplexed redis-rs connection hands every request to its driver
+//! task, on the library's thread, which writes it: each call crosses to
+//! that thread and back, two wake-ups of an idle thread per lock call.
+//! Here a caller appends its request to the connection's outgoing bytes
+//! and writes them itself, from its own thread; only the replies are read
+//! on the library's thread, by a task that hands each to its caller. One
+//! crossing per call instead of two.
+//!
+//! Requests and their answer slots are queued together under one lock, so
+//! the wire's order is the slots' order. Callers that arrive together
+//! share one write: the first one to find nobody writing yields once (the
+//! others append meanwhile), then writes everything queued. A caller on
+//! the library's thread never yields, and takes over a batch whose leader
+//! yielded: background work never waits for a busy application runtime. A
+//! write the socket cannot take at once, or a batch whose leader was
+//! cancelled, is finished by a flusher task on the library's thread.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redis::Value;
+use tokio::net::TcpStream;
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, oneshot};
+
+use super::reply;
+
+thread_local! {
+    /// Whether this thread runs the wires' reader tasks: the library's own.
+    static ON_READERS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The replies a request waits for, answered in full or with the error
+/// that broke the connection.
+pub(super) type Answer = oneshot::Receiver<redis::RedisResult<Vec<Value>>>;
+
+/// The connection, shared by its callers; dropping it closes the socket
+/// (its tasks end, and so does their hold on it).
+pub(super) struct Wire {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    stream: TcpStream,
+    queue: Mutex<Queue>,
+    /// Set once the connection failed: no request is taken after it.
+    broken: AtomicBool,
+    /// Wakes the flusher: a batch to finish.
+    flush: Notify,
+    /// Tells both tasks that the handle is gone.
+    closing: Notify,
+    closed: AtomicBool,
+    /// Numbers each batch's leader, so that a leader back from its yield
+    /// knows whether its batch was taken over.
+    leaders: AtomicU64,
+}
+
+/// What is written and awaited, under one lock so that both keep one order.
+struct Queue {
+    outgoing: Vec<u8>,
+    /// One slot per request written or queued, in wire order.
+    slots: VecDeque<Slot>,
+    writer: Writer,
+    /// Why the connection failed, once it did.
+    failure: Option<(io::ErrorKind, String)>,
+}
+
+/// Who writes the queued bytes now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writer {
+    Nobody,
+    /// The leader of a batch, numbered, yielding before it writes.
+    Leader(u64),
+    /// A caller in the middle of a write.
+    Caller,
+    /// The flusher task.
+    Flusher,
+}
+
+/// Where one request's replies go.
+struct Slot {
+    /// Replies read and dropped first (none for the lock's commands).
+    skip: usize,
+    take: usize,
+    replies: Vec<Value>,
+    answer: oneshot::Sender<redis::RedisResult<Vec<Value>>>,
+}
+
+impl Wire {
+    /// Starts the reader and the flusher of `stream` on `runtime` (the
+    /// library's).
+    pub(super) fn start(stream: TcpStream, runtime: &Handle) -> Self {
+        let shared = Arc::new(Shared {
+            stream,
+            queue: Mutex::new(Queue {
+                outgoing: Vec::new(),
+                slots: VecDeque::new(),
+                writer: Writer::Nobody,
+                failure: None,
+            }),
+            broken: AtomicBool::new(false),
+            flush: Notify::new(),
+            closing: Notify::new(),
+            closed: AtomicBool::new(false),
+            leaders: AtomicU64::new(0),
+        });
+        runtime.spawn(read_replies(shared.clone()));
+        runtime.spawn(flush(shared.clone()));
+        Self { shared }
+    }
+
+    /// Whether the connection failed (a new one is needed).
+    pub(super) fn is_broken(&self) -> bool {
+        self.shared.broken.load(Ordering::Acquire)
+    }
+
+    /// Sends `request` (one or more whole commands) and waits for its
+    /// replies: `skip` dropped, then `take` returned.
+    pub(super) async fn request(
+        &self,
+        request: &[u8],
+        skip: usize,
+        take: usize,
+    ) -> redis::RedisResult<Vec<Value>> {
+        if skip + take == 0 {
+            // Nothing to wait for: an empty pipeline.
+            return Ok(Vec::new());
+        }
+        let answer = self.send(request, skip, take).await?;
+        match answer.await {
+            Ok(replies) => replies,
+            // The connection went away with its slots unanswered.
+            Err(_) => Err(closed_error()),
+        }
+    }
+
+    /// Queues `request` and its slot, and writes (or has written) the
+    /// queue; returns where its replies will arrive.
+    async fn send(&self, request: &[u8], skip: usize, take: usize) -> redis::RedisResult<Answer> {
+        let shared = &self.shared;
+        let (sender, answer) = oneshot::channel();
+        let on_readers_thread = ON_READERS_THREAD.with(std::cell::Cell::get);
+        let lead = {
+            let mut queue = shared.lock();
+            if let Some((kind, why)) = &queue.failure {
+                return Err(io::Error::new(*kind, why.clone()).into());
+            }
+            queue.outgoing.extend_from_slice(request);
+            queue.slots.push_back(Slot {
+                skip,
+                take,
+                replies: Vec::with_capacity(take),
+                answer: sender,
+            });
+            match queue.writer {
+                Writer::Nobody | Writer::Leader(_) if on_readers_thread => {
+                    queue.writer = Writer::Caller;
+                    Lead::Now
+                }
+                Writer::Nobody => {
+                    let number = shared.leaders.fetch_add(1, Ordering::Relaxed);
+                    queue.writer = Writer::Leader(number);
+                    Lead::AfterYield(number)
+                }
+                Writer::Leader(_) | Writer::Caller | Writer::Flusher => Lead::No,
+            }
+        };
+        match lead {
+            Lead::No => {}
+            Lead::Now => shared.write_queued(),
+            Lead::AfterYield(number) => {
+                let leading = Leading { shared, number };
+                tokio::task::yield_now().await;
+                // Back from the yield: still this batch's leader, unless a
+                // caller on the library's thread took it over.
+                std::mem::forget(leading);
+                let still_leading = {
+                    let mut queue = shared.lock();
+                    let mine = queue.writer == Writer::Leader(number);
+                    if mine {
+                        queue.writer = Writer::Caller;
+                    }
+                    mine
+                };
+                if still_leading {
+                    shared.write_queued();
+                }
+            }
+        }
+        Ok(answer)
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        // Stored permits: a task not waiting yet sees it at its next wait.
+        self.shared.closing.notify_one();
+        self.shared.flush.notify_one();
+    }
+}
+
+/// What a caller does after queueing its request.
+enum Lead {
+    /// Someone else writes it.
+    No,
+    /// It writes the queue at once.
+    Now,
+    /// It leads the batch numbered so: yields once, then writes.
+    AfterYield(u64),
+}
+
+/// A leader yielding: if its future is dropped there, the flusher writes
+/// its batch.
+struct Leading<'a> {
+    shared: &'a Shared,
+    number: u64,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.shared.lock();
+        if queue.writer == Writer::Leader(self.number) {
+            queue.writer = Writer::Flusher;
+            drop(queue);
+            self.shared.flush.notify_one();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue's state is whole between statements: a panic elsewhere
+        // leaves nothing half-done in it.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the queue as the writer (a caller), until it is empty; hands
+    /// what the socket cannot take now to the flusher.
+    fn write_queued(&self) {
+        match self.write_until_empty(Writer::Caller) {
+            Written::All | Written::Failed => {}
+            Written::Blocked => self.flush.notify_one(),
+        }
+    }
+
+    /// Writes queued bytes until none are left (then nobody writes), the
+    /// socket is full (the flusher is then the writer) or it failed.
+    fn write_until_empty(&self, writer: Writer) -> Written {
+        let mut batch = Vec::new();
+        loop {
+            {
+                let mut queue = self.lock();
+                debug_assert_eq!(queue.writer, writer);
+                if queue.failure.is_some() {
+                    return Written::Failed;
+                }
+                if queue.outgoing.is_empty() {
+                    queue.writer = Writer::Nobody;
+                    return Written::All;
+                }
+                batch.clear();
+                std::mem::swap(&mut batch, &mut queue.outgoing);
+            }
+            let mut written = 0;
+            while written < batch.len() {
+                match self.stream.try_write(&batch[written..]) {
+                    Ok(0) => {
+                        self.fail(io::ErrorKind::WriteZero, "the connection took no bytes");
+                        return Written::Failed;
+                    }
+                    Ok(count) => written += count,
+                    Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                        let mut queue = self.lock();
+                        let mut rest = batch.split_off(written);
+                        rest.extend_from_slice(&queue.outgoing);
+                        queue.outgoing = rest;
+                        queue.writer = Writer::Flusher;
+                        return Written::Blocked;
+                    }
+                    Err(err) => {
+                        self.fail(err.kind(), &format!("writing to Redis: {err}"));
+                        return Written::Failed;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fails the connection: every request waiting, and every later one,
+    /// gets `kind`'s error.
+    fn fail(&self, kind: io::ErrorKind, why: &str) {
+        self.broken.store(true, Ordering::Release);
+        let slots = {
+            let mut queue = self.lock();
+            if queue.failure.is_none() {
+                queue.failure = Some((kind, why.to_owned()));
+            }
+            queue.outgoing = Vec::new();
+            std::mem::take(&mut queue.slots)
+        };
+        for slot in slots {
+            let _ = slot.answer.send(Err(io::Error::new(kind, why.to_owned()).into()));
+        }
+    }
+
+    /// Hands `replies`, in order, to the slots waiting for them.
+    fn deliver(&self, replies: &mut Vec<Value>) -> Result<(), &'static str> {
+        let mut answered = Vec::new();
+        {
+            let mut queue = self.lock();
+            for reply in replies.drain(..) {
+                let Some(slot) = queue.slots.front_mut() else {
+                    return Err("a reply nobody asked for");
+                };
+                if slot.skip > 0 {
+                    slot.skip -= 1;
+                    continue;
+                }
+                slot.replies.push(reply);
+                if slot.replies.len() == slot.take
+                    && let Some(slot) = queue.slots.pop_front()
+                {
+                    answered.push(slot);
+                }
+            }
+        }
+        // Outside the lock: a woken caller may queue its next request.
+        for slot in answered {
+            let _ = slot.answer.send(Ok(slot.replies));
+        }
+        Ok(())
+    }
+}
+
+/// How far a writer got.
+enum Written {
+    All,
+    Blocked,
+    Failed,
+}
+
+/// The reader task: reads replies until the connection fails or its
+/// handle is dropped, and fails every slot left when it stops.
+async fn read_replies(shared: Arc<Shared>) {
+    ON_READERS_THREAD.with(|on| on.set(true));
+    let mut buffer = Vec::with_capacity(16 * 1024);
+    let mut replies = Vec::new();
+    let (kind, why) = loop {
+        if shared.closed.load(Ordering::Acquire) {
+            break (io::ErrorKind::BrokenPipe, "the connection was closed".to_owned());
+        }
+        tokio::select! {
+            biased;
+            () = shared.closing.notified() => continue,
+            readable = shared.stream.readable() => {
+                if let Err(err) = readable {
+                    break (err.kind(), format!("reading from Redis: {err}"));
+                }
+            }
+        }
+        match shared.stream.try_read_buf(&mut buffer) {
+            Ok(0) => {
+                break (
+                    io::ErrorKind::ConnectionReset,
+                    "the server closed the connection".to_owned(),
+                );
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(err) => break (err.kind(), format!("reading from Redis: {err}")),
+        }
+        let mut used = 0;
+        let parsed = loop {
+            match reply::parse(&buffer[used..]) {
+                Ok(Some((value, length))) => {
+                    replies.push(value);
+                    used += length;
+                }
+                Ok(None) => break Ok(()),
+                Err(why) => break Err(why),
+            }
+        };
+        buffer.drain(..used);
+        if let Err(why) = parsed {
+            break (io::ErrorKind::InvalidData, format!("reading from Redis: {why}"));
+        }
+        if let Err(why) = shared.deliver(&mut replies) {
+            break (io::ErrorKind::InvalidData, format!("reading from Redis: {why}"));
+        }
+    };
+    shared.fail(kind, &why);
+    // The flusher learns it at its next look.
+    shared.flush.notify_one();
+}
+
+/// The flusher task: writes what a blocked or cancelled writer left.
+async fn flush(shared: Arc<Shared>) {
+    loop {
+        shared.flush.notified().await;
+        if shared.closed.load(Ordering::Acquire) || shared.broken.load(Ordering::Acquire) {
+            return;
+        }
+        if shared.lock().writer != Writer::Flusher {
+            continue;
+        }
+        loop {
+            if let Err(err) = shared.stream.writable().await {
+                shared.fail(err.kind(), &format!("writing to Redis: {err}"));
+                return;
+            }
+            match shared.write_until_empty(Writer::Flusher) {
+                Written::All => break,
+                Written::Blocked => continue,
+                Written::Failed => return,
+            }
+        }
+    }
+}
+
+/// The error of a request whose connection closed before it was answered.
+fn closed_error() -> redis::RedisError {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the connection was closed").into()
+}
