@@ -92,7 +92,8 @@ impl SingleBackend {
         let direct = direct::supports(&info);
         let (pool, renewals) = super::pool::open_pool(config, &what, || {
             let info = info.clone();
-            let manager = ConnectionManager::new_with_config(client.clone(), manager_config.clone());
+            let manager =
+                ConnectionManager::new_with_config(client.clone(), manager_config.clone());
             async move {
                 if direct {
                     let response = Some(config.response_timeout);

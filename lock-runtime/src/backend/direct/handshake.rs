@@ -1,5 +1,7 @@
-//! A new socket's first words: the login and the database, as redis-rs
-//! sends them (without its `CLIENT SETINFO`, whose answer it ignores).
+//! A new socket's first words, as redis-rs sends them: the login, the
+//! database, and the client's name for `CLIENT LIST` (whose answer is
+//! ignored, but awaited: a server that accepts connections and never
+//! answers fails the connect, within its timeout).
 
 use redis::{ErrorKind, RedisConnectionInfo, RedisResult, Value};
 
@@ -21,6 +23,22 @@ pub(super) async fn log_in(wire: &Wire, settings: &RedisConnectionInfo) -> Redis
     if db != 0 {
         pipeline.cmd("SELECT").arg(db);
     }
+    if settings.skip_set_lib_name() {
+        pipeline.cmd("PING");
+    } else {
+        let name = settings.lib_name().unwrap_or(env!("CARGO_PKG_NAME"));
+        let version = settings.lib_ver().unwrap_or(env!("CARGO_PKG_VERSION"));
+        pipeline
+            .cmd("CLIENT")
+            .arg("SETINFO")
+            .arg("LIB-NAME")
+            .arg(name);
+        pipeline
+            .cmd("CLIENT")
+            .arg("SETINFO")
+            .arg("LIB-VER")
+            .arg(version);
+    }
     let count = pipeline.len();
     let mut replies = wire
         .request(&pipeline.get_packed_pipeline(), 0, count)
@@ -35,13 +53,17 @@ pub(super) async fn log_in(wire: &Wire, settings: &RedisConnectionInfo) -> Redis
                 again.arg(password);
                 let login = wire.request(&again.get_packed_command(), 0, 1).await?;
                 if matches!(login.first(), Some(Value::Okay)) {
-                    return select_checked(replies.next());
+                    return select_checked(db, replies.next());
                 }
             }
-            return Err((ErrorKind::AuthenticationFailed, "Password authentication failed").into());
+            return Err((
+                ErrorKind::AuthenticationFailed,
+                "Password authentication failed",
+            )
+                .into());
         }
     }
-    select_checked(replies.next())
+    select_checked(db, replies.next())
 }
 
 /// Whether the login was refused for its number of arguments.
@@ -50,8 +72,12 @@ fn refused_arity(login: Option<&Value>) -> bool {
         if err.details().is_some_and(|why| why.contains("wrong number of arguments")))
 }
 
-/// The `SELECT`'s answer, if one was sent, as an error when it is one.
-fn select_checked(select: Option<Value>) -> RedisResult<()> {
+/// The `SELECT`'s answer (sent for any database but 0), as an error when
+/// it is one.
+fn select_checked(db: i64, select: Option<Value>) -> RedisResult<()> {
+    if db == 0 {
+        return Ok(());
+    }
     match select {
         Some(Value::ServerError(err)) => Err((
             ErrorKind::Server(redis::ServerErrorKind::ResponseError),

@@ -23,6 +23,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 use tokio::runtime::Handle;
 
 use self::wire::Wire;
+pub(crate) use self::wire::writing_at_once;
 
 /// Whether a connection to `info` can be a [`DirectConnection`]: plain
 /// TCP, RESP2.

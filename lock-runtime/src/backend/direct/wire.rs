@@ -13,10 +13,12 @@
 //! share one write: the first one to find nobody writing yields once (the
 //! others append meanwhile), then writes everything queued. A caller on
 //! the library's thread never yields, and takes over a batch whose leader
-//! yielded: background work never waits for a busy application runtime. A
+//! yielded: background work never waits for a busy application runtime.
+//! Nor does a caller that polls inside [`writing_at_once`]. A
 //! write the socket cannot take at once, or a batch whose leader was
 //! cancelled, is finished by a flusher task on the library's thread.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,8 +32,22 @@ use tokio::sync::{Notify, oneshot};
 use super::reply;
 
 thread_local! {
-    /// Whether this thread runs the wires' reader tasks: the library's own.
-    static ON_READERS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether a caller on this thread writes at once, never yielding to
+    /// lead a batch: on the library's own thread (where the readers run),
+    /// and while [`writing_at_once`] polls.
+    static WRITES_AT_ONCE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `poll` (polls of calls) with their requests written at once. For
+/// a caller whose waker holds wake-ups back until several answers may be
+/// in (a Redlock round): a batch leader's yield wakes that waker, and
+/// waits until the caller polls again, which it may not do before other
+/// answers come.
+pub(crate) fn writing_at_once<R>(poll: impl FnOnce() -> R) -> R {
+    let before = WRITES_AT_ONCE.with(|at_once| at_once.replace(true));
+    let polled = poll();
+    WRITES_AT_ONCE.with(|at_once| at_once.set(before));
+    polled
 }
 
 /// The replies a request waits for, answered in full or with the error
@@ -143,7 +159,7 @@ impl Wire {
     async fn send(&self, request: &[u8], skip: usize, take: usize) -> redis::RedisResult<Answer> {
         let shared = &self.shared;
         let (sender, answer) = oneshot::channel();
-        let on_readers_thread = ON_READERS_THREAD.with(std::cell::Cell::get);
+        let at_once = WRITES_AT_ONCE.with(Cell::get);
         let lead = {
             let mut queue = shared.lock();
             if let Some((kind, why)) = &queue.failure {
@@ -157,7 +173,7 @@ impl Wire {
                 answer: sender,
             });
             match queue.writer {
-                Writer::Nobody | Writer::Leader(_) if on_readers_thread => {
+                Writer::Nobody | Writer::Leader(_) if at_once => {
                     queue.writer = Writer::Caller;
                     Lead::Now
                 }
@@ -304,7 +320,9 @@ impl Shared {
             std::mem::take(&mut queue.slots)
         };
         for slot in slots {
-            let _ = slot.answer.send(Err(io::Error::new(kind, why.to_owned()).into()));
+            let _ = slot
+                .answer
+                .send(Err(io::Error::new(kind, why.to_owned()).into()));
         }
     }
 
@@ -347,12 +365,15 @@ enum Written {
 /// The reader task: reads replies until the connection fails or its
 /// handle is dropped, and fails every slot left when it stops.
 async fn read_replies(shared: Arc<Shared>) {
-    ON_READERS_THREAD.with(|on| on.set(true));
+    WRITES_AT_ONCE.with(|at_once| at_once.set(true));
     let mut buffer = Vec::with_capacity(16 * 1024);
     let mut replies = Vec::new();
     let (kind, why) = loop {
         if shared.closed.load(Ordering::Acquire) {
-            break (io::ErrorKind::BrokenPipe, "the connection was closed".to_owned());
+            break (
+                io::ErrorKind::BrokenPipe,
+                "the connection was closed".to_owned(),
+            );
         }
         tokio::select! {
             biased;
@@ -387,10 +408,16 @@ async fn read_replies(shared: Arc<Shared>) {
         };
         buffer.drain(..used);
         if let Err(why) = parsed {
-            break (io::ErrorKind::InvalidData, format!("reading from Redis: {why}"));
+            break (
+                io::ErrorKind::InvalidData,
+                format!("reading from Redis: {why}"),
+            );
         }
         if let Err(why) = shared.deliver(&mut replies) {
-            break (io::ErrorKind::InvalidData, format!("reading from Redis: {why}"));
+            break (
+                io::ErrorKind::InvalidData,
+                format!("reading from Redis: {why}"),
+            );
         }
     };
     shared.fail(kind, &why);

@@ -222,18 +222,22 @@ impl<T> Calls<T> {
         true
     }
 
-    /// Polls each running call once.
+    /// Polls each running call once. Their requests are written at once
+    /// (no batch leader's yield, whose wake-up this waker would hold
+    /// back): a round is already one batch, a request per master.
     fn poll_running(&mut self) {
         let mut cx = Context::from_waker(&self.waker);
-        for slot in &mut self.slots {
-            let Slot::Running(_, call) = slot else {
-                continue;
-            };
-            if let Poll::Ready(answer) = call.as_mut().poll(&mut cx) {
-                *slot = Slot::Answered(answer);
-                self.running -= 1;
+        crate::backend::direct::writing_at_once(|| {
+            for slot in &mut self.slots {
+                let Slot::Running(_, call) = slot else {
+                    continue;
+                };
+                if let Poll::Ready(answer) = call.as_mut().poll(&mut cx) {
+                    *slot = Slot::Answered(answer);
+                    self.running -= 1;
+                }
             }
-        }
+        });
     }
 
     fn take_answered(&mut self) -> Option<Answer<T>> {
