@@ -12,6 +12,8 @@
 
 mod handshake;
 mod reply;
+#[cfg(test)]
+mod tests;
 mod wire;
 
 use std::io;

@@ -1,0 +1,210 @@
+//! The direct connection against real `redis-server` processes: replies
+//! reach the request that asked under concurrency, cancellation and
+//! timeouts, and a broken socket fails its calls and is replaced.
+
+use std::pin::pin;
+use std::task::Context;
+use std::time::{Duration, Instant};
+
+use lock_servers::RedisServer;
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+use super::{DirectConnection, writing_at_once};
+
+const CONNECT: Duration = Duration::from_secs(2);
+const RESPONSE: Duration = Duration::from_secs(1);
+
+async fn connect(server: &RedisServer) -> DirectConnection {
+    let info = redis::IntoConnectionInfo::into_connection_info(server.url().as_str()).unwrap();
+    DirectConnection::connect(info, CONNECT, Some(RESPONSE))
+        .await
+        .unwrap()
+}
+
+async fn get(connection: &mut DirectConnection, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_caller_gets_its_own_replies_among_many() {
+    let server = RedisServer::start();
+    let connection = connect(&server).await;
+    let mut tasks = Vec::new();
+    for task in 0..32 {
+        let mut connection = connection.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..50 {
+                let key = format!("k{task}");
+                let value = format!("{task}-{round}");
+                let () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&value)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                let (read, length): (String, usize) = redis::pipe()
+                    .cmd("GET")
+                    .arg(&key)
+                    .cmd("STRLEN")
+                    .arg(&key)
+                    .query_async(&mut connection)
+                    .await
+                    .unwrap();
+                assert_eq!((read.as_str(), length), (value.as_str(), value.len()));
+                // An error reply answers its own request, with its code.
+                let missing = redis::cmd("EVALSHA")
+                    .arg("0000000000000000000000000000000000000000")
+                    .arg(0)
+                    .query_async::<Value>(&mut connection)
+                    .await
+                    .unwrap_err();
+                assert_eq!(missing.code(), Some("NOSCRIPT"), "{missing}");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut connection = connection;
+    let keys: i64 = redis::cmd("DBSIZE")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(keys, 32);
+}
+
+#[tokio::test]
+async fn a_leader_dropped_in_its_yield_still_has_its_batch_written() {
+    let server = RedisServer::start();
+    let connection = connect(&server).await;
+    let mut first = connection.clone();
+    let set = redis::cmd("SET").arg("dropped").arg("written").clone();
+    {
+        // Polled once: it queued its request and yielded as the leader.
+        let mut leading = pin!(set.query_async::<()>(&mut first));
+        let waker = futures_util::task::noop_waker();
+        let polled = leading.as_mut().poll(&mut Context::from_waker(&waker));
+        assert!(polled.is_pending());
+    }
+    let mut second = connection.clone();
+    assert_eq!(
+        get(&mut second, "dropped").await.as_deref(),
+        Some("written")
+    );
+}
+
+#[tokio::test]
+async fn a_caller_that_writes_at_once_takes_over_a_yielding_batch() {
+    let server = RedisServer::start();
+    let connection = connect(&server).await;
+    let mut first = connection.clone();
+    let set = redis::cmd("SET").arg("led").arg("1").clone();
+    let mut leading = pin!(set.query_async::<()>(&mut first));
+    let waker = futures_util::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(leading.as_mut().poll(&mut cx).is_pending());
+    // Never polled again before this one is answered: it wrote both.
+    let mut second = connection.clone();
+    let get_led = redis::cmd("GET").arg("led").clone();
+    let mut taking_over = pin!(get_led.query_async::<Option<String>>(&mut second));
+    let polled = writing_at_once(|| taking_over.as_mut().poll(&mut cx));
+    assert!(polled.is_pending());
+    assert_eq!(taking_over.await.unwrap().as_deref(), Some("1"));
+    leading.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_frozen_server_times_out_and_later_replies_find_their_callers() {
+    let server = RedisServer::start();
+    let mut connection = connect(&server).await;
+    let () = redis::cmd("SET")
+        .arg("before")
+        .arg("1")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    server.pause();
+    let started = Instant::now();
+    let err = redis::cmd("GET")
+        .arg("before")
+        .query_async::<Option<String>>(&mut connection)
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(started.elapsed() >= RESPONSE, "{:?}", started.elapsed());
+    server.resume();
+    // The abandoned GET's reply arrives first, and goes to nobody.
+    let () = redis::cmd("SET")
+        .arg("after")
+        .arg("2")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(get(&mut connection, "after").await.as_deref(), Some("2"));
+}
+
+#[tokio::test]
+async fn a_killed_server_fails_the_call_and_the_next_call_reconnects() {
+    let mut server = RedisServer::start();
+    let mut connection = connect(&server).await;
+    assert_eq!(get(&mut connection, "k").await, None);
+    server.kill();
+    let err = redis::cmd("GET")
+        .arg("k")
+        .query_async::<Option<String>>(&mut connection)
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_connection_dropped() || err.is_connection_refusal(),
+        "{err}"
+    );
+    server.start_again();
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_the_connect_within_its_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}/", silent.local_addr().unwrap());
+    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).unwrap();
+    let bound = Duration::from_millis(300);
+    let started = Instant::now();
+    let err = match DirectConnection::connect(info, bound, Some(RESPONSE)).await {
+        Ok(_) => panic!("a silent server was connected to"),
+        Err(err) => err,
+    };
+    assert!(err.is_timeout(), "{err}");
+    assert!(started.elapsed() >= bound, "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn the_login_and_database_are_those_of_the_url() {
+    let server = RedisServer::start();
+    server.cmd(&["CONFIG", "SET", "requirepass", "secret"]);
+    let url = format!("redis://:secret@127.0.0.1:{}/3", server.port());
+    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).unwrap();
+    let mut connection = DirectConnection::connect(info, CONNECT, Some(RESPONSE))
+        .await
+        .unwrap();
+    assert_eq!(connection.get_db(), 3);
+    let client: String = redis::cmd("CLIENT")
+        .arg("INFO")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(client.contains(" db=3 "), "{client}");
+    let wrong = format!("redis://:nope@127.0.0.1:{}/", server.port());
+    let info = redis::IntoConnectionInfo::into_connection_info(wrong.as_str()).unwrap();
+    let refused = DirectConnection::connect(info, CONNECT, Some(RESPONSE)).await;
+    let err = refused.err().expect("a wrong password was accepted");
+    assert_eq!(err.kind(), redis::ErrorKind::AuthenticationFailed, "{err}");
+}
