@@ -29,6 +29,10 @@ where
     };
     let mut pool = match tokio::time::timeout(config.connect_timeout, connect_all).await {
         Ok(Ok(pool)) => pool,
+        // A connection's own connect timeout (the same bound) is this one.
+        Ok(Err(err)) if err.is_timeout() => {
+            return Err(LockError::redis_timeout(what, config.connect_timeout));
+        }
         Ok(Err(err)) => return Err(cannot_connect(what, err)),
         Err(_) => return Err(LockError::redis_timeout(what, config.connect_timeout)),
     };
