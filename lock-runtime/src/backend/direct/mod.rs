@@ -25,7 +25,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisResult, Value};
 use tokio::runtime::Handle;
 
 use self::wire::Wire;
-pub(crate) use self::wire::writing_at_once;
+pub(crate) use self::wire::polled_with_yields;
 
 /// Whether a connection to `info` can be a [`DirectConnection`]: plain
 /// TCP, RESP2.

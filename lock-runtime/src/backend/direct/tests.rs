@@ -10,7 +10,8 @@ use lock_servers::RedisServer;
 use redis::Value;
 use redis::aio::ConnectionLike;
 
-use super::{DirectConnection, writing_at_once};
+use super::DirectConnection;
+use super::wire::as_on_library_thread;
 
 const CONNECT: Duration = Duration::from_secs(2);
 const RESPONSE: Duration = Duration::from_secs(1);
@@ -99,7 +100,7 @@ async fn a_leader_dropped_in_its_yield_still_has_its_batch_written() {
 }
 
 #[tokio::test]
-async fn a_caller_that_writes_at_once_takes_over_a_yielding_batch() {
+async fn a_caller_on_the_library_thread_takes_over_a_yielding_batch() {
     let server = RedisServer::start();
     let connection = connect(&server).await;
     let mut first = connection.clone();
@@ -112,7 +113,7 @@ async fn a_caller_that_writes_at_once_takes_over_a_yielding_batch() {
     let mut second = connection.clone();
     let get_led = redis::cmd("GET").arg("led").clone();
     let mut taking_over = pin!(get_led.query_async::<Option<String>>(&mut second));
-    let polled = writing_at_once(|| taking_over.as_mut().poll(&mut cx));
+    let polled = as_on_library_thread(|| taking_over.as_mut().poll(&mut cx));
     assert!(polled.is_pending());
     assert_eq!(taking_over.await.unwrap().as_deref(), Some("1"));
     leading.await.unwrap();

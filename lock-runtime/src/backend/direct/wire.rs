@@ -14,7 +14,8 @@
 //! others append meanwhile), then writes everything queued. A caller on
 //! the library's thread never yields, and takes over a batch whose leader
 //! yielded: background work never waits for a busy application runtime.
-//! Nor does a caller that polls inside [`writing_at_once`]. A
+//! A caller whose waker holds wake-ups back learns of a yield from
+//! [`polled_with_yields`]. A
 //! write the socket cannot take at once, or a batch whose leader was
 //! cancelled, is finished by a flusher task on the library's thread.
 
@@ -32,22 +33,31 @@ use tokio::sync::{Notify, oneshot};
 use super::reply;
 
 thread_local! {
-    /// Whether a caller on this thread writes at once, never yielding to
-    /// lead a batch: on the library's own thread (where the readers run),
-    /// and while [`writing_at_once`] polls.
-    static WRITES_AT_ONCE: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread runs the wires' reader tasks: the library's
+    /// own, whose callers write at once, never yielding to lead a batch.
+    static ON_LIBRARY_THREAD: Cell<bool> = const { Cell::new(false) };
+    /// How many times a caller on this thread yielded to lead a batch.
+    static YIELDS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Runs `poll` (polls of calls) with their requests written at once. For
-/// a caller whose waker holds wake-ups back until several answers may be
-/// in (a Redlock round): a batch leader's yield wakes that waker, and
-/// waits until the caller polls again, which it may not do before other
-/// answers come.
-pub(crate) fn writing_at_once<R>(poll: impl FnOnce() -> R) -> R {
-    let before = WRITES_AT_ONCE.with(|at_once| at_once.replace(true));
+/// Runs `poll` (polls of calls) and tells whether a call in it yielded to
+/// lead a batch. For a caller whose waker holds wake-ups back until
+/// several answers may be in (a Redlock round): such a call must be
+/// polled again soon, whatever its waker does, or its batch (and the
+/// requests of other callers in it) waits for the other answers.
+pub(crate) fn polled_with_yields<R>(poll: impl FnOnce() -> R) -> (R, bool) {
+    let before = YIELDS.with(Cell::get);
     let polled = poll();
-    WRITES_AT_ONCE.with(|at_once| at_once.set(before));
-    polled
+    (polled, YIELDS.with(Cell::get) != before)
+}
+
+/// Runs `run` as if on the library's thread.
+#[cfg(test)]
+pub(super) fn as_on_library_thread<R>(run: impl FnOnce() -> R) -> R {
+    let before = ON_LIBRARY_THREAD.with(|on| on.replace(true));
+    let ran = run();
+    ON_LIBRARY_THREAD.with(|on| on.set(before));
+    ran
 }
 
 /// The replies a request waits for, answered in full or with the error
@@ -159,7 +169,7 @@ impl Wire {
     async fn send(&self, request: &[u8], skip: usize, take: usize) -> redis::RedisResult<Answer> {
         let shared = &self.shared;
         let (sender, answer) = oneshot::channel();
-        let at_once = WRITES_AT_ONCE.with(Cell::get);
+        let at_once = ON_LIBRARY_THREAD.with(Cell::get);
         let lead = {
             let mut queue = shared.lock();
             if let Some((kind, why)) = &queue.failure {
@@ -190,6 +200,7 @@ impl Wire {
             Lead::Now => shared.write_queued(),
             Lead::AfterYield(number) => {
                 let leading = Leading { shared, number };
+                YIELDS.with(|yields| yields.set(yields.get().wrapping_add(1)));
                 tokio::task::yield_now().await;
                 // Back from the yield: still this batch's leader, unless a
                 // caller on the library's thread took it over.
@@ -365,7 +376,7 @@ enum Written {
 /// The reader task: reads replies until the connection fails or its
 /// handle is dropped, and fails every slot left when it stops.
 async fn read_replies(shared: Arc<Shared>) {
-    WRITES_AT_ONCE.with(|at_once| at_once.set(true));
+    ON_LIBRARY_THREAD.with(|on| on.set(true));
     let mut buffer = Vec::with_capacity(16 * 1024);
     let mut replies = Vec::new();
     let (kind, why) = loop {

@@ -222,12 +222,13 @@ impl<T> Calls<T> {
         true
     }
 
-    /// Polls each running call once. Their requests are written at once
-    /// (no batch leader's yield, whose wake-up this waker would hold
-    /// back): a round is already one batch, a request per master.
+    /// Polls each running call once. A call that yielded to lead its
+    /// connection's batch of requests (`backend/direct`) is polled again
+    /// soon: its wake-up, held back here, would leave the batch unwritten
+    /// until other answers come.
     fn poll_running(&mut self) {
         let mut cx = Context::from_waker(&self.waker);
-        crate::backend::direct::writing_at_once(|| {
+        let ((), yielded) = crate::backend::direct::polled_with_yields(|| {
             for slot in &mut self.slots {
                 let Slot::Running(_, call) = slot else {
                     continue;
@@ -238,6 +239,9 @@ impl<T> Calls<T> {
                 }
             }
         });
+        if yielded {
+            self.shared.woken.store(true, Ordering::Release);
+        }
     }
 
     fn take_answered(&mut self) -> Option<Answer<T>> {
