@@ -379,6 +379,9 @@ impl Fleet {
             })
             .collect();
         let logs = store_logs(store, self.plan.resources);
+        // A run of several rounds shares its store: the next round is
+        // judged on its own entries, not on this one's.
+        clear_store(store, self.plan.resources);
         let grace = u64::try_from(TTL.as_nanos()).unwrap_or(u64::MAX);
         let mut verdict = check(&workers, &self.faults, &logs, grace);
         verdict.passed_in_process = passed_in_process;
@@ -492,6 +495,14 @@ fn store_logs(store: &RedisServer, resources: u32) -> HashMap<String, Vec<StoreE
         logs.insert(key, entries);
     }
     logs
+}
+
+/// Deletes the store's keys of every resource (its log and highest fence).
+fn clear_store(store: &RedisServer, resources: u32) {
+    for resource in 0..resources {
+        let (highest, log) = store_keys(&format!("r{resource}"));
+        store.cmd(&["DEL", &highest, &log]);
+    }
 }
 
 /// The most rounds a run takes to meet its minimums (see [`until_met`]).
