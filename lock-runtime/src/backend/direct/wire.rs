@@ -60,6 +60,9 @@ pub(super) fn as_on_library_thread<R>(run: impl FnOnce() -> R) -> R {
     ran
 }
 
+/// The largest write buffer a connection keeps between batches.
+const KEPT_BUFFER: usize = 64 * 1024;
+
 /// The replies a request waits for, answered in full or with the error
 /// that broke the connection.
 pub(super) type Answer = oneshot::Receiver<redis::RedisResult<Vec<Value>>>;
@@ -288,6 +291,14 @@ impl Shared {
                 }
                 if queue.outgoing.is_empty() {
                     queue.writer = Writer::Nobody;
+                    // The written batch's buffer takes the next requests:
+                    // no allocation per batch (unless a large one grew it).
+                    if queue.outgoing.capacity() < batch.capacity()
+                        && batch.capacity() <= KEPT_BUFFER
+                    {
+                        batch.clear();
+                        std::mem::swap(&mut batch, &mut queue.outgoing);
+                    }
                     return Written::All;
                 }
                 batch.clear();
