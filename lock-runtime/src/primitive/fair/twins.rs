@@ -96,7 +96,12 @@ pub(super) fn acquire(keys: &mut Keyspace, k: &Words, a: &Words) -> Result<Value
         leave(keys, line, token);
         return Ok(Value::Array(vec![int(1), int(fence)]));
     }
-    let first = first_alive(keys, line, now, false);
+    // Who is first matters only while the lock is free (see `acquire.lua`).
+    let first = if held.is_none() {
+        first_alive(keys, line, now, false)
+    } else {
+        None
+    };
     if held.is_none() && first.as_ref().is_none_or(|(first, _)| first == token) {
         // Its arrival as the first in line; 0 when nobody alive waited.
         let arrived = match first {

@@ -38,17 +38,22 @@ if held == token then
     redis.call('ZREM', KEYS[2], token .. '<', token)
     return {1, fence}
 end
-local first = first_alive()
-if not held and (not first or first == token) then
-    -- Its arrival when it took the lock as the first in line; 0 when
-    -- nobody alive waited (its own place, if any, ran out).
-    local arrived = 0
-    if first == token then
-        arrived = tonumber(redis.call('ZSCORE', KEYS[2], token .. '<')) + 1e16
+-- Who is first matters only while the lock is free: a lock someone holds
+-- is handed on by their release, which reads the line itself.
+local first
+if not held then
+    first = first_alive()
+    if not first or first == token then
+        -- Its arrival when it took the lock as the first in line; 0 when
+        -- nobody alive waited (its own place, if any, ran out).
+        local arrived = 0
+        if first == token then
+            arrived = tonumber(redis.call('ZSCORE', KEYS[2], token .. '<')) + 1e16
+        end
+        redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
+        redis.call('ZREM', KEYS[2], token .. '<', token)
+        return {1, fence, arrived}
     end
-    redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
-    redis.call('ZREM', KEYS[2], token .. '<', token)
-    return {1, fence, arrived}
 end
 -- Not its turn: the lease it waits for is the owner's, or (the lock free,
 -- its first waiter yet to take it) that waiter's place.
