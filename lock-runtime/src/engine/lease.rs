@@ -332,10 +332,11 @@ impl Lease {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn lease() -> Lease {
+    /// A held lease of one second on the key `k`.
+    pub(crate) fn lease() -> Lease {
         Lease::new(Grant {
             id: 1,
             keys: LockKeys::new("lock:", "k").unwrap(),

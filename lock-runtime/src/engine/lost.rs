@@ -41,6 +41,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use crate::engine::lease::{Lease, LeaseState, Role};
 use crate::engine::stats::Counters;
@@ -168,7 +169,7 @@ pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) -> bool {
 /// Completes when `lease` is declared lost; never for a lease released by
 /// its holder. Owns what it needs (`'static`), so it can be raced against
 /// the work the lock protects.
-pub(crate) fn signal(lease: &Arc<Lease>) -> impl Future<Output = ()> + Send + 'static {
+pub(crate) fn signal(lease: &Arc<Lease>) -> impl Future<Output = ()> + Send + use<> {
     let mut state = lease.subscribe();
     async move {
         if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
@@ -189,6 +190,12 @@ pub enum OnLost {
 
 /// Runs `body` while `lease` is held, as `on_lost` says: `None` when the
 /// body was cancelled because the lease was lost.
+///
+/// Under `cancel` the loss is looked at before each poll of the body, so a
+/// body is never polled once its lease is lost. The wait on [`signal`] is
+/// set up only once the body first returns pending: a body that ends in
+/// its first poll (many do) would subscribe, register a waker and take it
+/// back for nothing, which cost more than the look at the state it needs.
 pub(crate) async fn guarded<F: Future>(
     lease: &Arc<Lease>,
     on_lost: OnLost,
@@ -196,13 +203,93 @@ pub(crate) async fn guarded<F: Future>(
 ) -> Option<F::Output> {
     match on_lost {
         OnLost::Cancel => {
-            let lost = signal(lease);
-            tokio::select! {
-                biased;
-                () = lost => None,
-                output = body => Some(output),
-            }
+            let mut body = std::pin::pin!(body);
+            let mut lost = std::pin::pin!(not_yet(signal));
+            std::future::poll_fn(|cx| {
+                let lost_now = match lost.as_mut().as_pin_mut() {
+                    Some(signal) => signal.poll(cx).is_ready(),
+                    None => lease.state() == LeaseState::Lost,
+                };
+                if lost_now {
+                    return Poll::Ready(None);
+                }
+                if let Poll::Ready(output) = body.as_mut().poll(cx) {
+                    return Poll::Ready(Some(output));
+                }
+                if lost.is_none() {
+                    lost.set(Some(signal(lease)));
+                    // Looks at the state before it waits: a loss since the
+                    // look above ends the body now rather than at its next
+                    // wake-up.
+                    if let Some(signal) = lost.as_mut().as_pin_mut()
+                        && signal.poll(cx).is_ready()
+                    {
+                        return Poll::Ready(None);
+                    }
+                }
+                Poll::Pending
+            })
+            .await
         }
         OnLost::Continue => Some(body.await),
+    }
+}
+
+/// No future of `make`'s yet: the empty slot for one, typed.
+fn not_yet<F>(_make: fn(&Arc<Lease>) -> F) -> Option<F> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::Context;
+
+    use futures_util::FutureExt;
+    use futures_util::task::{ArcWake, waker};
+
+    use super::*;
+    use crate::engine::lease::tests::lease;
+
+    /// Records that it was woken.
+    #[derive(Default)]
+    struct Woken(AtomicBool);
+
+    impl ArcWake for Woken {
+        fn wake_by_ref(woken: &Arc<Self>) {
+            woken.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_body_ended_in_its_first_poll_gives_its_output() {
+        let lease = Arc::new(lease());
+        let guarded = guarded(&lease, OnLost::Cancel, async { 7 });
+        assert_eq!(guarded.now_or_never(), Some(Some(7)));
+    }
+
+    #[test]
+    fn a_body_is_not_polled_once_its_lease_is_lost() {
+        let lease = Arc::new(lease());
+        assert!(lease.leave_held(LeaseState::Lost, || {}));
+        let body = async { panic!("the body was polled after the loss") };
+        assert_eq!(
+            guarded(&lease, OnLost::Cancel, body).now_or_never(),
+            Some(None)
+        );
+    }
+
+    #[test]
+    fn a_pending_body_is_woken_and_cancelled_by_the_loss() {
+        let lease = Arc::new(lease());
+        let (_never, body) = tokio::sync::oneshot::channel::<()>();
+        let mut guarded = Box::pin(guarded(&lease, OnLost::Cancel, body));
+        let woken = Arc::new(Woken::default());
+        let waker = waker(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(guarded.as_mut().poll(&mut cx).is_pending());
+        assert!(lease.leave_held(LeaseState::Lost, || {}));
+        assert!(woken.0.load(Ordering::SeqCst), "the loss woke nobody");
+        assert!(matches!(guarded.as_mut().poll(&mut cx), Poll::Ready(None)));
     }
 }
