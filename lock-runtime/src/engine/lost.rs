@@ -206,10 +206,14 @@ pub(crate) async fn guarded<F: Future>(
             let mut body = std::pin::pin!(body);
             let mut lost = std::pin::pin!(not_yet(signal));
             std::future::poll_fn(|cx| {
-                let lost_now = match lost.as_mut().as_pin_mut() {
-                    Some(signal) => signal.poll(cx).is_ready(),
-                    None => lease.state() == LeaseState::Lost,
-                };
+                // The state itself, not only the signal: the signal's poll
+                // may answer pending without looking (tokio's cooperative
+                // budget), and a lost lease's body must not run on.
+                let lost_now = lease.state() == LeaseState::Lost
+                    || lost
+                        .as_mut()
+                        .as_pin_mut()
+                        .is_some_and(|signal| signal.poll(cx).is_ready());
                 if lost_now {
                     return Poll::Ready(None);
                 }
