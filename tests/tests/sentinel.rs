@@ -391,6 +391,50 @@ async fn an_acquire_refused_by_a_demoted_master_moves_to_the_new_one() {
     assert!(guard.release().await.expect("release on the new master"));
 }
 
+/// A try sent to a master that froze, and timed out there after the
+/// sentinels named another one, is sent again to the new master: the
+/// failure its timeout made the locker follow was the old master's, and a
+/// waiter with most of its wait left must not fail for it (nor a waiter
+/// whose try was in flight when its master froze, as happens right after
+/// it subscribes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_that_timed_out_on_a_frozen_master_is_sent_to_the_new_one() {
+    let setup = SentinelSetup::start();
+    // The try's timeout outlasts the failover by far: it ends after the
+    // sentinels name the new master, whatever the machine's speed.
+    let config = LockConfig::from_url(&setup.url())
+        .unwrap()
+        .response_timeout(Duration::from_secs(8));
+    let locker = Locker::connect(config).await.unwrap();
+    tokio::task::block_in_place(|| setup.master.pause());
+    let acquiring = {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            let request = locker.lock("frozen-try").ttl(Duration::from_secs(10));
+            request.wait(Duration::from_secs(30)).acquire().await
+        })
+    };
+    // The try is on its way to the frozen master (no lookup can name
+    // another before the failover below).
+    eventually("the try is sent", Duration::from_secs(10), || {
+        locker.stats().tries == 1
+    })
+    .await;
+    tokio::task::block_in_place(|| setup.force_failover());
+    let guard = acquiring
+        .await
+        .unwrap()
+        .expect("the try that timed out is sent again to the new master");
+    // Its own retry, not a later try of the wait.
+    assert_eq!(locker.stats().tries, 2);
+    assert_eq!(
+        setup.current_master().int(&["EXISTS", "lock:{frozen-try}"]),
+        1
+    );
+    assert!(guard.release().await.unwrap());
+    setup.master.resume();
+}
+
 /// The first sentinel of the list freezes, then the others fail over:
 /// each lookup waits for the frozen one only up to the connect timeout and
 /// then takes the next sentinel's answer, so the locker still follows.

@@ -263,6 +263,18 @@ impl Backend {
         Ok(())
     }
 
+    /// How many times the locks moved to another server as a whole (the
+    /// Sentinel failovers this locker followed); always 0 for topologies
+    /// whose locks never move as a whole. A call that failed while this
+    /// changed failed on a server no longer in use.
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            #[cfg(feature = "sentinel")]
+            Backend::Node(NodeBackend::Sentinel(backend)) => backend.generation(),
+            _ => 0,
+        }
+    }
+
     /// Tells when the locks moved to another server (a Sentinel failover),
     /// so that the watchdog renews every lease on it at once; None for
     /// topologies whose locks never move as a whole.

@@ -502,12 +502,16 @@ impl<P: Primitive> Attempt<P> {
     /// One try, and one more if the connection dropped or was refused under
     /// it, or a Redlock majority refused connections (a server that
     /// restarted: the first call after it comes back meets the old
-    /// connection's failure, and the reconnect it starts serves the retry).
+    /// connection's failure, and the reconnect it starts serves the retry),
+    /// or the locks moved to another server while it failed (a Sentinel
+    /// failover the failure itself made the locker follow: even a timeout
+    /// was the old master's, and the new one has not been asked).
     /// The acquire script is idempotent for our token, so a retry after a
     /// lost reply finds the lock ours instead of busy.
     async fn send(&mut self, plain_first: bool) -> Result<(Instant, AcquireReply), LockError> {
         let mut retried = false;
         loop {
+            let generation = self.core.backend.generation();
             // Armed for every try, the retry after a majority refused
             // connections included.
             self.armed = true;
@@ -557,6 +561,12 @@ impl<P: Primitive> Attempt<P> {
                 }
                 Err(LockError::Redis(err)) if !retried && retry::worth_one_retry(&err) => {
                     tracing::debug!(error = %err, "acquire met a dropped or refused connection; retrying once");
+                    retried = true;
+                }
+                Err(LockError::Redis(err))
+                    if !retried && self.core.backend.generation() != generation =>
+                {
+                    tracing::debug!(error = %err, "acquire failed on a master the locker has since left; retrying on the new one");
                     retried = true;
                 }
                 Err(err) => {

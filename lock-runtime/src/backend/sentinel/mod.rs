@@ -15,7 +15,9 @@
 //! master refused without running it (connection refused, `READONLY`,
 //! `NOREPLICAS`, `MASTERDOWN`, `LOADING`) is sent once more when the
 //! lookup it caused found a new master: every script is idempotent for
-//! its owner token, and the refused run wrote nothing. Renewals meet the
+//! its owner token, and the refused run wrote nothing. (An acquire's try
+//! that failed otherwise is sent again by the attempt itself, which sees
+//! the [`SentinelBackend::generation`] change under it.) Renewals meet the
 //! new master's data: a lock whose write never reached it is answered 0
 //! at once: every swap is announced ([`SentinelBackend::moves`]) and the
 //! watchdog then renews every lease on the new master without waiting for
@@ -122,6 +124,11 @@ impl SentinelBackend {
     /// since each gets a pool of the same size.
     pub(crate) fn pick(&self) -> usize {
         self.shared.master().backend.pick()
+    }
+
+    /// The generation of the master in use: how many swaps so far.
+    pub(crate) fn generation(&self) -> u64 {
+        *self.shared.moved.borrow()
     }
 
     /// Announces each swap to a new master (its generation).
