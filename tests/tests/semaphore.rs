@@ -147,10 +147,40 @@ mod behaviours {
 
     /// A locker whose waiters never poll: woken only by a release message
     /// or the end of the first lease they wait for (far away).
+    ///
+    /// Its release listeners are connected to every server before it is
+    /// returned: on Redlock, each master's listener that subscribes after
+    /// another one already confirmed a waiter wakes every waiter (what that
+    /// master published meanwhile went unheard), and such a wake-up is a
+    /// try no release caused. A waiter for another semaphore opens them;
+    /// once every master has it subscribed, each of those first sessions
+    /// has done its wake-up, and later channels join them without one.
     async fn patient(site: &Site) -> Locker {
-        Locker::connect(site.config().retry_backoff(FOREVER, FOREVER))
+        let locker = Locker::connect(site.config().retry_backoff(FOREVER, FOREVER))
             .await
-            .unwrap()
+            .unwrap();
+        let holder = site.locker().await;
+        let held = holder.semaphore("warm", 1).ttl(FOREVER).try_acquire();
+        let held = held.await.unwrap().expect("nobody holds it");
+        let warming = {
+            let locker = locker.clone();
+            tokio::spawn(async move { locker.semaphore("warm", 1).wait(FOREVER).acquire().await })
+        };
+        let channel = format!("{SEM}:released");
+        eventually(
+            "every server's listener subscribed",
+            Duration::from_secs(10),
+            || site.listeners("warm", &channel) > 0,
+        )
+        .await;
+        warming.abort();
+        let _ = warming.await;
+        eventually("the warming waiter left", Duration::from_secs(10), || {
+            locker.stats().asleep == 0
+        })
+        .await;
+        assert!(held.release().await.unwrap());
+        locker
     }
 
     /// A waiter of `locker` for `permits` of `name` (limit `limit`), once it
