@@ -7,26 +7,32 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockConfig, LockError, Locker};
 use lock_tests::SentinelSetup;
 use lock_tests::fixtures::{
-    STALL_PROOF_TTL, STALL_ROOM, config, exists, hold_renew_and_hand_over, lock_key,
+    STALL_PROOF_TTL, STALL_ROOM, exists, hold_renew_and_hand_over, lock_key,
 };
 use lock_tests::tls::{ClientAuth, TestPki, TlsCluster, TlsServer};
+
+/// The connect timeout of these tests' lockers: a handshake, accepted or
+/// refused, takes a starved machine far longer than the usual test
+/// timeout (a debug build's rustls on a busy core); what is checked is its
+/// outcome.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+
+/// The test configuration for `url`, with room for the handshake.
+fn config(url: &str) -> LockConfig {
+    lock_tests::fixtures::config(url).connect_timeout(HANDSHAKE_WITHIN)
+}
 
 /// A test locker for `url` that trusts the test CA.
 fn trusting(url: &str, pki: &TestPki) -> LockConfig {
     config(url).tls_root_ca(pki.pem("ca.crt"))
 }
 
-/// The connect timeout of a connection expected to fail: a handshake
-/// refused is an answer, which a starved machine may take longer than the
-/// usual test timeout to give; what is checked is that answer's text.
-const REFUSED_WITHIN: Duration = Duration::from_secs(10);
-
 /// Connecting with `config` fails within the connect bound with a
 /// `LockError::Redis`, whose text is returned.
 async fn refused(config: LockConfig) -> String {
-    let config = config.connect_timeout(REFUSED_WITHIN);
+    let config = config.connect_timeout(HANDSHAKE_WITHIN);
     let started = Instant::now();
-    let bound = REFUSED_WITHIN * 2 + STALL_ROOM;
+    let bound = HANDSHAKE_WITHIN * 2 + STALL_ROOM;
     let outcome = tokio::time::timeout(bound, Locker::connect(config))
         .await
         .unwrap_or_else(|_| panic!("no answer within {bound:?}"));
