@@ -467,3 +467,155 @@ async fn the_attribute_takes_the_fair_lock_in_arrival_order() {
     assert_eq!(*served.lock().unwrap(), (0..6).collect::<Vec<_>>());
     nothing_left(&server).await;
 }
+
+/// Takes fair lock `name` on `locker` as waiter `label` in the background:
+/// records the label once granted, holds the lock a moment, and lets go.
+fn wait_in_line(
+    locker: &Locker,
+    name: &str,
+    label: usize,
+    served: &std::sync::Arc<std::sync::Mutex<Vec<(usize, u64)>>>,
+) -> tokio::task::JoinHandle<()> {
+    let (locker, name, served) = (locker.clone(), name.to_owned(), served.clone());
+    tokio::spawn(async move {
+        let guard = locker
+            .fair_lock(name)
+            .ttl(STALL_PROOF_TTL)
+            .wait(FOREVER)
+            .acquire()
+            .await
+            .unwrap();
+        served.lock().unwrap().push((label, guard.fence()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            guard.release().await.unwrap(),
+            "waiter {label} kept its lock"
+        );
+    })
+}
+
+/// A holder whose next in line (as the server's line says) waits in the
+/// same locker hands it the lock in process, with a higher fence; one
+/// whose next waits in another locker lets the server hand it over, so
+/// nobody is overtaken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_in_line_in_the_same_locker_is_handed_the_lock_in_process() {
+    let server = RedisServer::start();
+    let name = "counter";
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let held = a.fair_lock(name).ttl(FOREVER).acquire().await.unwrap();
+    let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    // In line: a, a, b, a, a.
+    let mut waiters = Vec::new();
+    for (label, locker) in [&a, &a, &b, &a, &a].into_iter().enumerate() {
+        let before = arrivals(&server, name);
+        waiters.push(wait_in_line(locker, name, label, &served));
+        eventually(
+            &format!("waiter {label} is in line"),
+            Duration::from_secs(20),
+            || arrivals(&server, name) == before + 1,
+        )
+        .await;
+    }
+    let first_fence = held.fence();
+    assert!(held.release().await.unwrap());
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let served = served.lock().unwrap().clone();
+    let labels: Vec<usize> = served.iter().map(|(label, _)| *label).collect();
+    assert_eq!(labels, [0, 1, 2, 3, 4], "granted out of arrival order");
+    let mut fence = first_fence;
+    for (label, next) in &served {
+        assert!(
+            *next > fence,
+            "waiter {label}'s fence {next} is not above {fence}"
+        );
+        fence = *next;
+    }
+    // 0 to 1 and 3 to 4 stay in `a`; 1 to 2 and 2 to 3 cross.
+    assert_eq!(a.stats().handovers_in_process, 2, "{:?}", a.stats());
+    assert_eq!(b.stats().handovers_in_process, 0, "{:?}", b.stats());
+    nothing_left(&server).await;
+}
+
+/// Waits for fair lock `name` on `locker` in the background, as waiter
+/// `label`: reports its fence once granted, and holds the lock until told.
+fn wait_and_hold(
+    locker: &Locker,
+    name: &str,
+) -> (
+    tokio::sync::oneshot::Receiver<u64>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (granted, on_grant) = tokio::sync::oneshot::channel();
+    let (let_go, on_let_go) = tokio::sync::oneshot::channel::<()>();
+    let (locker, name) = (locker.clone(), name.to_owned());
+    let waiter = tokio::spawn(async move {
+        let guard = locker
+            .fair_lock(name)
+            .ttl(STALL_PROOF_TTL)
+            .wait(FOREVER)
+            .acquire()
+            .await
+            .unwrap();
+        let _ = granted.send(guard.fence());
+        let _ = on_let_go.await;
+        assert!(guard.release().await.unwrap());
+    });
+    (on_grant, let_go, waiter)
+}
+
+/// A waiter that took the lock in process keeps no place it does not
+/// need: once the lock goes through the server again, the places of the
+/// waiters served in process have left the line with that release, and
+/// the waiter of another locker behind them holds the lock at once (not
+/// after their places ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn places_of_waiters_served_in_process_leave_the_line_with_the_next_release() {
+    let server = RedisServer::start();
+    let name = "ledger";
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let held = a.fair_lock(name).ttl(FOREVER).acquire().await.unwrap();
+    let mut waiters = Vec::new();
+    for (label, locker) in [&a, &a, &b].into_iter().enumerate() {
+        let before = arrivals(&server, name);
+        waiters.push(wait_and_hold(locker, name));
+        eventually(
+            &format!("waiter {label} is in line"),
+            Duration::from_secs(20),
+            || arrivals(&server, name) == before + 1,
+        )
+        .await;
+    }
+    let [
+        (first, let_first_go, first_task),
+        (second, let_second_go, second_task),
+        (third, let_third_go, third_task),
+    ] = <[_; 3]>::try_from(waiters).ok().unwrap();
+    assert!(held.release().await.unwrap());
+    let first_fence = first.await.unwrap();
+    let_first_go.send(()).unwrap();
+    let second_fence = second.await.unwrap();
+    assert!(second_fence > first_fence);
+    assert_eq!(a.stats().handovers_in_process, 1, "{:?}", a.stats());
+    // Taken in process: the second waiter's place is still in line on the
+    // server (not renewed), ahead of the third.
+    assert_eq!(arrivals(&server, name), 2);
+    let_second_go.send(()).unwrap();
+    let third_fence = tokio::time::timeout(Duration::from_secs(30), third)
+        .await
+        .expect("the third waiter was granted")
+        .unwrap();
+    assert!(third_fence > second_fence);
+    // Handed over by the second's release, with no try of its own after
+    // its first: no stale place was handed the lock in its stead.
+    assert_eq!(b.stats().tries, 1, "{:?}", b.stats());
+    assert_eq!(arrivals(&server, name), 0, "a served place stayed in line");
+    let_third_go.send(()).unwrap();
+    for task in [first_task, second_task, third_task] {
+        task.await.unwrap();
+    }
+    nothing_left(&server).await;
+}

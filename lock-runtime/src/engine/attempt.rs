@@ -34,6 +34,7 @@ use crate::backend::flights::{InFlight, Landing, grounded, in_flight};
 use crate::config::ReplicaAck;
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
+use crate::engine::handover::Handover;
 use crate::engine::lease::{FirstLease, Grant, Lease, LeaseState, Role};
 use crate::engine::lost;
 use crate::engine::primitive::{AcquireReply, Primitive, Try};
@@ -41,7 +42,9 @@ use crate::engine::release::Hold;
 use crate::engine::retry;
 use crate::engine::stats::Counters;
 use crate::engine::validity;
-use crate::engine::wait::{Backoff, Grantee, Listening, Sightings, Subscription, Turn};
+use crate::engine::wait::{
+    Backoff, Behind, Granted, Grantee, Line, Listening, Sightings, Subscription, Turn,
+};
 use crate::engine::watchdog::Watched;
 use crate::error::LockError;
 use crate::host::LetGo;
@@ -115,6 +118,11 @@ pub(crate) struct Attempt<P: Primitive> {
     /// When its last try was sent: where a hold handed over by a release
     /// counts from, unless its place was confirmed since.
     last_sent: Option<Instant>,
+    /// Once it took a hold passed in process: the tokens of the waiters
+    /// whose places are still in the server's line although they took the
+    /// hold (its own included), which leave the line with its release
+    /// there, the clean-up's too (see [`Line::served`]).
+    served: Vec<OwnerToken>,
 }
 
 /// What an attempt found busy waits for before its next try.
@@ -175,6 +183,7 @@ impl<P: Primitive> Attempt<P> {
             own_listening: Listening::default(),
             place: None,
             last_sent: None,
+            served: Vec::new(),
             core: core.clone(),
         }
     }
@@ -192,6 +201,13 @@ impl<P: Primitive> Attempt<P> {
     /// slow to wake, that is most of a hand-over between processes. The
     /// caller's task takes a grant itself (see [`Step::Won`]).
     ///
+    /// A waiter whose lock is handed to it ([`Primitive::HANDS_OVER`])
+    /// stays with the caller's task: it does not try after a message (the
+    /// message or a holder of this locker makes the lock its own), so
+    /// moving would only put the library's thread between the hand-over
+    /// and the caller, one more thread to wake, and a hand-over in process
+    /// would cross to that thread and back.
+    ///
     /// `span` is the acquisition's: the moved part runs in it too, and is
     /// traced to the caller's subscriber (a thread's own, as a test sets,
     /// is not the library thread's), like the part the caller polls.
@@ -204,7 +220,7 @@ impl<P: Primitive> Attempt<P> {
             .saturating_add(self.core.config.two_calls_bound());
         // One deadline for both parts, on the host's clock.
         let deadline = tokio::time::Instant::now().checked_add(bound);
-        let moves = self.core.host.waits_elsewhere();
+        let moves = self.core.host.waits_elsewhere() && !P::HANDS_OVER;
         let step = within(deadline, self.attempt(moves)).await;
         let (mut attempt, step) = match step {
             Some(Ok(Step::Move)) => {
@@ -287,16 +303,25 @@ impl<P: Primitive> Attempt<P> {
                 self.sleep(parked).await;
             }
             self.unless_let_go().await;
-            if let Some(fence) = self.subscription().and_then(Subscription::take_grant) {
-                // A release handed it the lock: armed until it is taken,
-                // so that a drop hands it on. With renewals, no try of its
-                // own: the watchdog sets its ttl at once. A fixed lease
-                // is set by its next try, which finds the lock its own, as
-                // is one that waits for replicas (after that try).
-                self.armed = true;
-                if self.plan.renews && self.plan.replicas.is_none() {
-                    return Ok(Step::Won(self.handed(fence)));
+            match self.subscription().and_then(Subscription::take_grant) {
+                Some(Granted::Released { fence, behind }) => {
+                    // A release handed it the lock: armed until it is
+                    // taken, so that a drop hands it on. With renewals, no
+                    // try of its own: the watchdog sets its ttl at once. A
+                    // fixed lease is set by its next try, which finds the
+                    // lock its own, as is one that waits for replicas
+                    // (after that try).
+                    self.armed = true;
+                    if self.plan.renews && self.plan.replicas.is_none() {
+                        return Ok(Step::Won(self.handed(fence, behind)));
+                    }
                 }
+                Some(Granted::Passed { handover, behind }) => {
+                    if let Some(won) = self.take_passed(handover, behind).await {
+                        return Ok(Step::Won(won));
+                    }
+                }
+                None => {}
             }
             // A waiter of a lock its releases hand over joins the line
             // before its first try when this process listens on its channel
@@ -622,7 +647,8 @@ impl<P: Primitive> Attempt<P> {
                 handover.sent_at
             },
             fence_basis: handover.fence_basis,
-            first_lease: FirstLease::Ttl,
+            first_lease: handover.first_lease,
+            line: Line::default(),
         };
         // Counted by the taker: a pass nobody takes is given back, a
         // release and no hand-over.
@@ -737,7 +763,7 @@ impl<P: Primitive> Attempt<P> {
     /// trusted at first for the place's lease, the one the release gave it
     /// on the server: renewed when the place would have been, and that
     /// renewal sets its ttl (see [`FirstLease::Shorter`]).
-    fn handed(&self, fence: u64) -> Won {
+    fn handed(&self, fence: u64, behind: Behind) -> Won {
         let place = self.place.as_ref().map(|(lease, _)| lease.confirmed_at());
         let sent_at = match (self.last_sent, place) {
             (Some(tried), Some(confirmed)) => tried.max(confirmed),
@@ -752,7 +778,65 @@ impl<P: Primitive> Attempt<P> {
                 .primitive
                 .place()
                 .map_or(FirstLease::Ttl, |place| FirstLease::Shorter(place.ttl)),
+            line: Line {
+                behind,
+                served: Vec::new(),
+            },
         }
+    }
+
+    /// Takes a lock a holder of this locker handed over in process, as
+    /// the next in the server's line (see [`crate::engine::wait::Behind`]):
+    /// the giver's hold, continued, with the giver's fence plus one. The
+    /// place it kept stays in the server's line until the hold's next
+    /// release there, which takes it out (see [`Line::served`]); it is
+    /// not renewed any more. A pass it cannot
+    /// use (another ttl, replica acknowledgements, a fixed lease, a place
+    /// no longer held, or a lease that ran out) is given back on the
+    /// server, whose release hands the lock to the first live waiter: this
+    /// one, if its place still counts there.
+    async fn take_passed(&mut self, mut handover: Box<Handover>, behind: Behind) -> Option<Won> {
+        let place_held = self
+            .place
+            .as_ref()
+            .is_some_and(|(place, _)| place.is_held());
+        let fits = handover.ttl == self.plan.ttl
+            && self.plan.replicas.is_none()
+            && self.plan.renews
+            && place_held;
+        let now = self.core.clock().now();
+        let lease = match handover.first_lease {
+            FirstLease::Shorter(first) => first.min(handover.ttl),
+            FirstLease::Ttl | FirstLease::RenewedAtOnce => handover.ttl,
+        };
+        if !fits || validity::validity_end(handover.sent_at, lease) <= now {
+            handover.give_back().await;
+            return None;
+        }
+        if let Some((place, watched)) = self.place.take() {
+            place.mark_released();
+            drop(watched);
+        }
+        let mut served = std::mem::take(&mut handover.served);
+        served.push(std::mem::replace(&mut self.token, handover.token.clone()));
+        self.served.clone_from(&served);
+        self.route = handover.route;
+        // Armed until taken: a drop releases the giver's token, which
+        // hands the lock to the next live waiter on the server.
+        self.armed = true;
+        Counters::bump(&self.core.counters.handovers);
+        Counters::bump(&self.core.counters.handovers_in_process);
+        metrics::handed_over(self.labels());
+        let won = Won {
+            fence: handover.fence,
+            sent_at: handover.sent_at,
+            granted_at: now,
+            fence_basis: handover.fence_basis,
+            first_lease: handover.first_lease,
+            line: Line { behind, served },
+        };
+        handover.taken();
+        Some(won)
     }
 
     /// Keeps the place the try sent at `sent_at` left its token holding
@@ -873,6 +957,7 @@ impl<P: Primitive> Attempt<P> {
             granted_at,
             fence_basis,
             first_lease,
+            line,
         } = won;
         self.armed = false;
         // The grant took the place, if it kept one.
@@ -922,26 +1007,34 @@ impl<P: Primitive> Attempt<P> {
             self.landing.take(),
             watched,
             self.plan.renews,
+            line,
         )
+    }
+}
+
+impl<P: Primitive> Attempt<P> {
+    /// Gives up the place its token keeps, if any: not renewed any more,
+    /// and left on the server at once, in the background (rather than at
+    /// the end of its lease).
+    fn leave_place(&mut self) {
+        let Some((lease, watched)) = self.place.take() else {
+            return;
+        };
+        lease.mark_released();
+        drop(watched);
+        let (backend, route, token) = (self.core.backend.clone(), self.route, self.token.clone());
+        let primitive = self.primitive.clone();
+        self.core.host.detach(self.core.config.two_calls_bound(), async move {
+            if let Err(err) = primitive.leave_place(&backend, route, &token).await {
+                tracing::debug!(error = %err, "leaving a waiting place failed; its lease will run out");
+            }
+        });
     }
 }
 
 impl<P: Primitive> Drop for Attempt<P> {
     fn drop(&mut self) {
-        if let Some((lease, watched)) = self.place.take() {
-            // Not renewed any more, and given up on the server at once
-            // (rather than at the end of its lease).
-            lease.mark_released();
-            drop(watched);
-            let (backend, route, token) =
-                (self.core.backend.clone(), self.route, self.token.clone());
-            let primitive = self.primitive.clone();
-            self.core.host.detach(self.core.config.two_calls_bound(), async move {
-                if let Err(err) = primitive.leave_place(&backend, route, &token).await {
-                    tracing::debug!(error = %err, "leaving a waiting place failed; its lease will run out");
-                }
-            });
-        }
+        self.leave_place();
         if !self.armed {
             return;
         }
@@ -950,11 +1043,16 @@ impl<P: Primitive> Drop for Attempt<P> {
         let landing = self.landing.take();
         let backend = self.core.backend.clone();
         let (route, primitive, token) = (self.route, self.primitive.clone(), self.token.clone());
+        let served = std::mem::take(&mut self.served);
         let name = primitive.keys().name().to_owned();
         let bound = self.core.config.two_calls_bound();
         self.core.host.detach(bound, async move {
-            let released = primitive.release(&backend, route, &token, 0, landing.as_ref());
-            if let Err(err) = released.await {
+            let released = if served.is_empty() {
+                primitive.release(&backend, route, &token, 0, landing.as_ref()).await
+            } else {
+                primitive.release_served(&backend, route, &token, 0, &served).await
+            };
+            if let Err(err) = released {
                 tracing::debug!(key = name, error = %err, "clean-up of an unfinished acquire failed; the lease will run out");
             }
         });
@@ -988,6 +1086,9 @@ struct Won {
     /// Its first lease on the server (shorter than its ttl for a lock
     /// handed over by a release).
     first_lease: FirstLease,
+    /// What it knows of the server's line, when a release handed it over
+    /// (see [`Line`]).
+    line: Line,
 }
 
 impl Won {
@@ -999,6 +1100,7 @@ impl Won {
             granted_at: sent_at,
             fence_basis: FenceBasis::issued_now(fence),
             first_lease: FirstLease::Ttl,
+            line: Line::default(),
         }
     }
 }

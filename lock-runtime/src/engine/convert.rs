@@ -17,6 +17,7 @@ use crate::engine::lease::{FirstLease, Grant, Lease, Role};
 use crate::engine::primitive::Primitive;
 use crate::engine::release::{Hold, Retired};
 use crate::engine::stats::Counters;
+use crate::engine::wait::Line;
 use crate::error::LockError;
 use crate::owner::OwnerToken;
 
@@ -123,5 +124,6 @@ fn follow<Q: Primitive>(
         retired.landing,
         watched,
         retired.renews,
+        Line::default(),
     )
 }

@@ -85,7 +85,7 @@ use futures_util::future::BoxFuture;
 use crate::backend::{Backend, Route};
 use crate::engine::core::Core;
 use crate::engine::fence::FenceBasis;
-use crate::engine::lease::{Lease, LeaseState};
+use crate::engine::lease::{FirstLease, Lease, LeaseState};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::keys::LockKeys;
@@ -93,9 +93,16 @@ use crate::owner::OwnerToken;
 
 /// How a primitive gives back what an owner token holds on a resource
 /// (its release, on the route the hold was taken on): what an untaken
-/// hand-over is undone with.
-pub(crate) type GiveBack =
-    fn(Backend, Route, LockKeys, OwnerToken) -> BoxFuture<'static, Result<bool, LockError>>;
+/// hand-over is undone with. The last argument: the places in line of the
+/// waiters that took the hold in process before (see
+/// [`Handover::served`]), which leave the line with it.
+pub(crate) type GiveBack = fn(
+    Backend,
+    Route,
+    LockKeys,
+    OwnerToken,
+    Vec<OwnerToken>,
+) -> BoxFuture<'static, Result<bool, LockError>>;
 
 /// Passes in a row while someone outside the locker waits for the lock.
 pub(crate) const PASSES_WHILE_OTHERS_WAIT: u32 = 8;
@@ -146,6 +153,16 @@ pub(crate) struct Handover {
     pub(crate) fence_basis: FenceBasis,
     /// Passed without a server call: the taker continues the giver's hold.
     pub(crate) in_process: bool,
+    /// The lease on the server the taker starts from: the ttl, or (a hold
+    /// a release handed over, not renewed yet, passed on in process) the
+    /// shorter one it began with.
+    pub(crate) first_lease: FirstLease,
+    /// Where the line is on the server (a lock its releases hand over):
+    /// the tokens of the waiters that took the hold in process since a
+    /// release last handed it over there. Their places are still in the
+    /// server's line, and leave it with the hold's next release there
+    /// (not one call each at every pass, on the way to the next body).
+    pub(crate) served: Vec<OwnerToken>,
     undo: Option<Undo>,
 }
 
@@ -192,6 +209,8 @@ impl Handover {
             sent_at,
             fence_basis: FenceBasis::issued_now(0),
             in_process: false,
+            first_lease: FirstLease::Ttl,
+            served: Vec::new(),
             undo: Some(Undo::new(keys, core, give_back)),
         }
     }
@@ -203,7 +222,8 @@ impl Handover {
     }
 
     /// `giver`'s hold, passed in process if it may be (see the module
-    /// docs): at least half its lease left, and room for one more fence.
+    /// docs): at least half its lease on the server left, and room for one
+    /// more fence.
     /// Until it is taken, its drop releases the lock (by `give_back`).
     pub(crate) fn in_process(
         giver: &Lease,
@@ -218,7 +238,7 @@ impl Handover {
             return None;
         }
         let left = giver.valid_until().saturating_duration_since(now);
-        if left < giver.ttl / 2 {
+        if left < giver.lease_on_server() / 2 {
             return None;
         }
         let fence = giver.fence_basis.next_after(giver.fence)?;
@@ -235,6 +255,8 @@ impl Handover {
             sent_at: giver.confirmed_at(),
             fence_basis: giver.fence_basis,
             in_process: true,
+            first_lease: giver.on_server(),
+            served: Vec::new(),
             undo: Some(Undo::new(&giver.keys, core, give_back)),
         })
     }
@@ -260,6 +282,7 @@ impl Handover {
             self.route,
             undo.keys.clone(),
             self.token.clone(),
+            self.served.clone(),
         );
         let released = giving_back.await;
         if released.is_ok() {
@@ -282,7 +305,8 @@ impl Drop for Handover {
             return;
         };
         let name = keys.name().to_owned();
-        let giving_back = give_back(backend, self.route, keys, self.token.clone());
+        let served = std::mem::take(&mut self.served);
+        let giving_back = give_back(backend, self.route, keys, self.token.clone(), served);
         host.detach(bound, async move {
             if let Err(err) = giving_back.await {
                 tracing::debug!(key = name, error = %err, "release of an untaken hand-over failed; the lease will run out");

@@ -148,6 +148,10 @@ pub(crate) struct Lease {
     /// How long after its send the watchdog first renews it (see
     /// [`FirstLease`]).
     pub(crate) first_renewal_in: Duration,
+    /// Its first lease on the server, when shorter than its ttl, and the
+    /// send that lease counts from: the lease on the server until a
+    /// renewal is confirmed (see [`Lease::on_server`]).
+    shorter_first: Option<(Duration, Instant)>,
     /// Lost because it reached `max_hold`.
     capped: AtomicBool,
     /// The locks moved to another server (a failover) since this lease was
@@ -186,8 +190,13 @@ impl Lease {
             FirstLease::RenewedAtOnce => Duration::ZERO,
             FirstLease::Ttl | FirstLease::Shorter(_) => validity::renewal_interval(first),
         };
+        let shorter_first = match grant.first_lease {
+            FirstLease::Shorter(_) if first < grant.ttl => Some((first, grant.sent_at)),
+            FirstLease::Ttl | FirstLease::Shorter(_) | FirstLease::RenewedAtOnce => None,
+        };
         Self {
             id: grant.id,
+            shorter_first,
             validity: Mutex::new(Validity {
                 sent_at: grant.sent_at,
                 until: validity::validity_end(grant.sent_at, first),
@@ -235,6 +244,24 @@ impl Lease {
     /// When the request behind the current validity was sent.
     pub(crate) fn confirmed_at(&self) -> Instant {
         self.validity().sent_at
+    }
+
+    /// Its lease on the server now, as a hold that continues it starts
+    /// from: its shorter first lease until a renewal was confirmed, then
+    /// its ttl.
+    pub(crate) fn on_server(&self) -> FirstLease {
+        match self.shorter_first {
+            Some((first, sent_at)) if self.confirmed_at() <= sent_at => FirstLease::Shorter(first),
+            _ => FirstLease::Ttl,
+        }
+    }
+
+    /// How long its lease on the server lasts from its last confirmation.
+    pub(crate) fn lease_on_server(&self) -> Duration {
+        match self.on_server() {
+            FirstLease::Shorter(first) => first,
+            FirstLease::Ttl | FirstLease::RenewedAtOnce => self.ttl,
+        }
     }
 
     /// When this holder's hold began (see [`Grant::granted_at`]).

@@ -112,7 +112,10 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
     /// Whether its release hands the lock to the first of its waiters
     /// inside the release, and names it (by the digest of its token) in
     /// the release message: that waiter then holds the lock without a try
-    /// of its own, counted from its own last request.
+    /// of its own, counted from its own last request. The message also
+    /// names the waiters behind it ([`crate::engine::wait::Behind`]): a
+    /// holder whose next in line waits in the same locker hands it the
+    /// lock in process (see [`Self::release_served`]).
     const HANDS_OVER: bool = false;
 
     /// What a waiting attempt keeps while it waits, when a busy answer
@@ -158,6 +161,23 @@ pub(crate) trait Primitive: Clone + Send + Sync + 'static {
         fence: u64,
         landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a;
+
+    /// [`Self::release`] of a hold that waiters of the locker took in
+    /// process, one after another, since a release last handed it over
+    /// on the server: their places (`served`, their tokens) leave the line
+    /// with it. Only a primitive whose releases hand the hold over
+    /// ([`Self::HANDS_OVER`]) passes it so; by default, the release.
+    fn release_served<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        fence: u64,
+        served: &'a [OwnerToken],
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        let _ = served;
+        self.release(backend, route, token, fence, None)
+    }
 
     /// Hands the giver's hold to the taker's token in one step on its node
     /// (the next task in the locker's line), without letting go of it.

@@ -19,7 +19,7 @@ use crate::engine::lost;
 use crate::engine::primitive::{PassCall, Passed, Primitive};
 use crate::engine::retry::retried_once;
 use crate::engine::stats::Counters;
-use crate::engine::wait::Turn;
+use crate::engine::wait::{Line, Turn};
 use crate::engine::watchdog::Watched;
 use crate::error::LockError;
 use crate::owner::OwnerToken;
@@ -46,6 +46,11 @@ pub(crate) struct Hold<P: Primitive> {
     /// cut or failed: the drop's release then finds it gone for that
     /// reason.
     release_began: bool,
+    /// What this holder knows of the server's line (a lock its releases
+    /// hand over, see [`Line`]): the first waiter behind it, when it
+    /// waits in this locker, is handed the lock in process. Boxed: most
+    /// holds have none, and a guard stays small.
+    line: Option<Box<Line>>,
 }
 
 impl<P: Primitive> Hold<P> {
@@ -56,8 +61,11 @@ impl<P: Primitive> Hold<P> {
         landing: Option<Landing>,
         watched: Watched,
         renews: bool,
+        line: Line,
     ) -> Self {
+        let knows_line = line.behind.first().is_some() || !line.served.is_empty();
         Self {
+            line: knows_line.then(|| Box::new(line)),
             handle: LockHandle::new(lease),
             core,
             primitive,
@@ -128,11 +136,12 @@ impl<P: Primitive> Hold<P> {
         // its release does not overtake an acquisition's late second step.
         let landing = self.landing.as_ref();
         let (core, lease, primitive) = (self.core.clone(), self.lease().clone(), &self.primitive);
+        let line = self.line.as_deref();
         // Only the in-memory store is used outside a runtime: its calls
         // never wait, and a timer would need a runtime.
         let bounded = self.core.host.check_runtime().is_ok();
         let releasing = async move {
-            let letting_go = let_go(&core, &lease, primitive, landing, &mut turn, false);
+            let letting_go = let_go(&core, &lease, primitive, landing, &mut turn, line, false);
             if !bounded {
                 return letting_go.await;
             }
@@ -157,17 +166,42 @@ impl<P: Primitive> Hold<P> {
 /// Lets go of `lease`'s lock if it is still ours, after the acquisition's
 /// calls still in flight ended: passes it to the next task in `turn`'s
 /// line when there is one (see [`crate::engine::handover`]), else deletes it.
-/// True when it was still ours. `sent_before`: a release of this lease was
-/// sent already and cut before its answer, so a lock found gone may be
-/// that release's doing rather than a loss.
+/// True when it was still ours. A lock its releases hand over goes to the
+/// next in the server's `line` in process, when that one waits in this
+/// locker. `sent_before`: a release of this lease was sent already
+/// and cut before its answer, so a lock found gone may be that release's
+/// doing rather than a loss.
 async fn let_go<P: Primitive>(
     core: &Core,
     lease: &Lease,
     primitive: &P,
     landing: Option<&Landing>,
     turn: &mut Option<Turn>,
+    line: Option<&Line>,
     mut sent_before: bool,
 ) -> Result<bool, LockError> {
+    if P::HANDS_OVER
+        && !sent_before
+        && let Some(line) = line
+        && let Some(next) = line.behind.first()
+        && let Some(mut handover) =
+            Handover::in_process(lease, core, P::GIVE_BACK, core.clock().now())
+    {
+        handover.served = line.served.clone();
+        let rest = line.behind.rest();
+        let passing = core
+            .releases
+            .pass(primitive.channel(), next, handover, rest);
+        match passing {
+            None => {
+                Counters::bump(&core.counters.released);
+                return Ok(true);
+            }
+            // Not waiting here: it may wait in another process, so the
+            // server's release decides.
+            Some(handover) => handover.void(),
+        }
+    }
     if P::PASSES
         && let Some(turn) = turn.as_mut().filter(|turn| turn.should_pass())
         && let Backend::Node(node) = &core.backend
@@ -233,6 +267,18 @@ async fn let_go<P: Primitive>(
         let (route, token) = (lease.route, &lease.token);
         return release(core, lease, sent_before, || {
             primitive.yield_to_others(node, route, token, core.line, grace)
+        })
+        .await;
+    }
+    if let Some(line) = line.filter(|line| !line.served.is_empty()) {
+        return release(core, lease, sent_before, || {
+            primitive.release_served(
+                &core.backend,
+                lease.route,
+                &lease.token,
+                lease.fence,
+                &line.served,
+            )
         })
         .await;
     }
@@ -306,6 +352,7 @@ impl<P: Primitive> Drop for Hold<P> {
         let primitive = self.primitive.clone();
         let bound = self.core.config.two_calls_bound();
         let sent_before = self.release_began;
+        let line = self.line.take();
         self.core.host.detach(bound, async move {
             let mut given_up = GivenUp {
                 core: core.clone(),
@@ -313,7 +360,8 @@ impl<P: Primitive> Drop for Hold<P> {
                 counted: false,
                 failure_counted: false,
             };
-            match let_go(&core, &lease, &primitive, landing.as_ref(), &mut turn, sent_before).await {
+            let letting_go = let_go(&core, &lease, &primitive, landing.as_ref(), &mut turn, line.as_deref(), sent_before);
+            match letting_go.await {
                 Ok(_) => given_up.counted = true,
                 Err(err) => {
                     release_failed(&core, &lease);

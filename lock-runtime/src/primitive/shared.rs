@@ -40,7 +40,7 @@ pub(crate) fn not_permitted(err: LockError, what: &str, commands: &str) -> LockE
 /// The give-back of a primitive that passes nothing in process: nothing
 /// to hand back.
 pub(crate) const GIVE_BACK_NOTHING: GiveBack =
-    |_, _, _, _| Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>;
+    |_, _, _, _, _| Box::pin(std::future::ready(Ok(false))) as BoxFuture<'static, _>;
 
 /// For a twin: `KEYS[n]`/`ARGV[n]` of a call, 1-based as in Lua.
 pub(crate) fn nth<'a>(list: &'a Words, n: usize, what: &str) -> Result<&'a str, String> {

@@ -12,11 +12,13 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
+use super::behind::Behind;
 use super::inbox::{Batch, Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd, serve};
 use super::sightings::{Grantee, Release};
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
+use crate::engine::handover::Handover;
 use crate::host::clock::Clock;
 use crate::owner::LineId;
 
@@ -74,6 +76,18 @@ impl ReleaseListener {
             waiters,
             commands: commands.into(),
         }
+    }
+
+    /// Hands a lock held in this locker to its waiter `to` on `channel`
+    /// (see [`Waiters::pass`]).
+    pub(crate) fn pass(
+        &self,
+        channel: &str,
+        to: Grantee,
+        handover: Handover,
+        behind: Behind,
+    ) -> Option<Handover> {
+        self.waiters.pass(channel, to, handover, behind)
     }
 
     /// Joins the line of waiters on `channel` (as `grantee`, as for

@@ -16,9 +16,12 @@
 //!   master) are news to a waiter, after what its last try saw.
 //! - [`turns`]: the tasks of one locker waiting for the same lock queue in
 //!   the process; only the first in line contends on the server.
+//! - [`behind`]: who the server's line had behind a waiter a release
+//!   handed the lock to (the fair lock's hand-overs in process).
 //! - [`backoff`]: the timer of last resort.
 
 mod backoff;
+mod behind;
 mod inbox;
 mod listener;
 mod sessions;
@@ -29,8 +32,9 @@ mod turns;
 mod waiters;
 
 pub(crate) use backoff::Backoff;
+pub(crate) use behind::{Behind, Line};
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
 pub(crate) use sightings::{Grantee, Seen, Sightings};
 pub(crate) use turns::{Listening, Turn, Turns};
-pub(crate) use waiters::Subscription;
+pub(crate) use waiters::{Granted, Subscription};

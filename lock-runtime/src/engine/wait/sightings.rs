@@ -29,6 +29,7 @@
 
 use std::sync::Arc;
 
+use super::behind::Behind;
 use crate::owner::LineId;
 
 /// What one master showed an acquire round.
@@ -82,8 +83,13 @@ pub(crate) enum Wakes {
     /// the wake-ups there, and sleeps on.
     Free(usize),
     /// Only the waiter the release handed the lock to, named by the
-    /// digest of its token ([`Grantee`]), with the fence it was given.
-    Grant { to: Grantee, fence: u64 },
+    /// digest of its token ([`Grantee`]), with the fence it was given and
+    /// the waiters the release saw behind it ([`Behind`]).
+    Grant {
+        to: Grantee,
+        fence: u64,
+        behind: Behind,
+    },
 }
 
 /// A waiter as a release message names it: the SHA-1 of its owner token
@@ -98,7 +104,7 @@ impl Grantee {
     }
 
     /// Reads the 40 hex digits a release script writes (`redis.sha1hex`).
-    fn parse(hex: &str) -> Option<Self> {
+    pub(super) fn parse(hex: &str) -> Option<Self> {
         if hex.len() != 40 {
             return None;
         }
@@ -115,7 +121,8 @@ impl Release {
     /// delete in µs since the Unix epoch, as the release scripts publish
     /// it, then `:` and the line when a line yielded it, then `;` and how
     /// many waiters it wakes (a number, `all`, `f=` and the units free, or
-    /// `g=` and a grant; one when it does not say), then, where several
+    /// `g=` and a grant, with `;n=` and the waiters behind its taker when
+    /// the release saw any; one when it does not say), then, where several
     /// masters tell one release, `;by=` and the digest of the releasing
     /// token. Anything else (an older release script's `1`) says no time.
     pub(crate) fn from_payload(master: usize, payload: &[u8]) -> Self {
@@ -141,12 +148,18 @@ impl Release {
                 }
             }
             Some(wakes) => match wakes.strip_prefix("g=").and_then(|g| g.split_once(':')) {
-                Some((to, fence)) => match (Grantee::parse(to), fence.parse()) {
-                    (Some(to), Ok(fence)) => Wakes::Grant { to, fence },
-                    // A grant it cannot read: a wake-up for everyone,
-                    // whose tries find out.
-                    _ => Wakes::All,
-                },
+                Some((to, fence)) => {
+                    let (fence, behind) = match fence.split_once(";n=") {
+                        Some((fence, behind)) => (fence, Behind::parse(behind)),
+                        None => (fence, Behind::default()),
+                    };
+                    match (Grantee::parse(to), fence.parse()) {
+                        (Some(to), Ok(fence)) => Wakes::Grant { to, fence, behind },
+                        // A grant it cannot read: a wake-up for everyone,
+                        // whose tries find out.
+                        _ => Wakes::All,
+                    }
+                }
                 None => Wakes::Some(wakes.parse().unwrap_or(1)),
             },
         };
@@ -258,9 +271,19 @@ mod tests {
             granted.wakes,
             Wakes::Grant {
                 to: Grantee::of(token),
-                fence: 1_732_500_000_123_999
+                fence: 1_732_500_000_123_999,
+                behind: Behind::default(),
             }
         );
+        let next = sha1_smol::Sha1::from("web-2/next").digest().to_string();
+        let payload = format!("1732500000123456;g={digest}:1732500000123999;n={next},{digest}");
+        let Wakes::Grant { to, fence, behind } = Release::from_payload(0, payload.as_bytes()).wakes
+        else {
+            panic!("a grant with the line behind it was not read as a grant");
+        };
+        assert_eq!((to, fence), (Grantee::of(token), 1_732_500_000_123_999));
+        assert_eq!(behind.first(), Some(Grantee::of("web-2/next")));
+        assert_eq!(behind.rest().first(), Some(Grantee::of(token)));
         let free = Release::from_payload(0, b"1732500000123456;f=2");
         assert_eq!(free.wakes, Wakes::Free(2));
         assert_eq!(free.deleted_at, Some(1_732_500_000_123_456));

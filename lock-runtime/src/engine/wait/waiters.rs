@@ -16,7 +16,9 @@ use std::time::Instant;
 use futures_util::FutureExt;
 use tokio::sync::Notify;
 
+use super::behind::Behind;
 use super::sightings::{Grantee, Release, Sightings, Wakes};
+use crate::engine::handover::Handover;
 use crate::host::clock::Clock;
 use crate::owner::LineId;
 
@@ -75,8 +77,9 @@ struct Waiter {
 #[derive(Default)]
 struct Heard {
     releases: Vec<Release>,
-    /// A release handed it the lock, with this fence.
-    granted: Option<u64>,
+    /// The lock is its own: handed over by a release, or by a holder of
+    /// this locker. Kept until taken, across tries.
+    granted: Option<Granted>,
     /// When it last heard a release hand the lock to another waiter: the
     /// line moves, and the new owner holds it at least a place's lease.
     handed_on: Option<Instant>,
@@ -85,16 +88,36 @@ struct Heard {
     anything: bool,
 }
 
+/// How a lock became a waiter's while it waited.
+pub(crate) enum Granted {
+    /// A release handed it over on the server, with this fence, and saw
+    /// these waiters behind it.
+    Released { fence: u64, behind: Behind },
+    /// A holder of this locker handed it over in process (see
+    /// [`Waiters::pass`]); these are the waiters behind it. Untaken, its
+    /// drop gives the lock back on the server.
+    Passed {
+        handover: Box<Handover>,
+        behind: Behind,
+    },
+}
+
 /// Release messages a waiter keeps between two tries; more count as news.
 const KEPT_RELEASES: usize = 16;
 
 impl Waiter {
-    /// Tells the waiter a release handed it the lock, with `fence`. Not a
-    /// wake-up to hand on if it leaves: the lock is its own (its leaving
-    /// hands it on, on the server).
-    fn grant(&self, fence: u64) {
-        self.heard().granted = Some(fence);
+    /// Tells the waiter the lock is its own (`granted`). Not a wake-up to
+    /// hand on if it leaves: its leaving hands the lock on, on the server.
+    /// A grant it holds already stays, and the new one comes back.
+    fn grant(&self, granted: Granted) -> Option<Granted> {
+        let mut heard = self.heard();
+        if heard.granted.is_some() {
+            return Some(granted);
+        }
+        heard.granted = Some(granted);
+        drop(heard);
         self.wake.notify_one();
+        None
     }
 
     /// Tells the waiter a release handed the lock to another waiter at
@@ -293,14 +316,15 @@ impl Waiters {
                 }
                 return;
             }
-            Wakes::Grant { to, fence } => {
+            Wakes::Grant { to, fence, behind } => {
                 // Only the one it was handed to; the others wait on, and
                 // know the line moved.
                 let now = self.clock.now();
                 if let Some(line) = self.lock().get(channel) {
                     for waiter in line {
                         if waiter.grantee == Some(to) {
-                            waiter.grant(fence);
+                            // A second message of one grant finds it kept.
+                            drop(waiter.grant(Granted::Released { fence, behind }));
                         } else {
                             waiter.handed_on(now);
                         }
@@ -314,6 +338,34 @@ impl Waiters {
                 .filter(|waiter| due(waiter))
                 .take(count)
                 .for_each(|waiter| waiter.wake(Some(release)));
+        }
+    }
+
+    /// Hands a lock held in this locker to its waiter `to` on `channel`,
+    /// with the waiters `behind` it; the hand-over comes back when no
+    /// such waiter waits here (it may wait elsewhere, or have left).
+    pub(crate) fn pass(
+        &self,
+        channel: &str,
+        to: Grantee,
+        handover: Handover,
+        behind: Behind,
+    ) -> Option<Handover> {
+        // Under the lock: a waiter that leaves meanwhile either leaves
+        // after this, holding the pass (whose drop gives it back), or
+        // before, and is not found.
+        let channels = self.lock();
+        let waiter = channels
+            .get(channel)
+            .and_then(|line| line.iter().find(|waiter| waiter.grantee == Some(to)));
+        let Some(waiter) = waiter else {
+            return Some(handover);
+        };
+        let handover = Box::new(handover);
+        match waiter.grant(Granted::Passed { handover, behind })? {
+            Granted::Passed { handover, .. } => Some(*handover),
+            // What comes back is what was given.
+            Granted::Released { .. } => None,
         }
     }
 
@@ -400,7 +452,12 @@ impl Subscription {
         self.waiter.woken.store(false, Ordering::SeqCst);
         // Consumes a stored permit, if any.
         let _ = self.waiter.wake.notified().now_or_never();
-        *self.waiter.heard() = Heard::default();
+        let mut heard = self.waiter.heard();
+        // A lock handed over is no news to forget: it is the waiter's.
+        *heard = Heard {
+            granted: heard.granted.take(),
+            ..Heard::default()
+        };
     }
 
     /// Says how many free units (a semaphore's permits) this waiter waits
@@ -416,7 +473,7 @@ impl Subscription {
         self.waiter.told_by.store(masters, Ordering::Relaxed);
     }
 
-    /// Whether a release handed this waiter the lock since its last try.
+    /// Whether the lock was handed to this waiter and not taken yet.
     pub(crate) fn granted(&self) -> bool {
         self.waiter.heard().granted.is_some()
     }
@@ -427,9 +484,8 @@ impl Subscription {
         self.waiter.heard().handed_on
     }
 
-    /// The fence of the lock a release handed this waiter since its last
-    /// try, if one did.
-    pub(crate) fn take_grant(&mut self) -> Option<u64> {
+    /// The lock handed to this waiter, if it was.
+    pub(crate) fn take_grant(&mut self) -> Option<Granted> {
         self.waiter.heard().granted.take()
     }
 
@@ -451,6 +507,7 @@ impl Subscription {
         if !news {
             *heard = Heard {
                 handed_on: heard.handed_on,
+                granted: heard.granted.take(),
                 ..Heard::default()
             };
             self.waiter.woken.store(false, Ordering::SeqCst);

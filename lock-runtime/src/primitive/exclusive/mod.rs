@@ -56,7 +56,7 @@ impl Exclusive {
 impl Primitive for Exclusive {
     const NAME: &'static str = "exclusive";
 
-    const GIVE_BACK: GiveBack = |backend, route, keys, token| {
+    const GIVE_BACK: GiveBack = |backend, route, keys, token, _| {
         Box::pin(async move { release(&backend, route, &keys, &token, None).await })
             as BoxFuture<'static, _>
     };

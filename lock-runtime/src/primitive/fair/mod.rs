@@ -20,8 +20,17 @@
 //!   could have died with it: when its first lease may have ended
 //!   unreleased. A line that moves costs one try per grant.
 //! - Every waiter of a locker keeps its own place (no turns in the
-//!   process: the server's line is the order), and no hold is passed in
-//!   process (that would overtake the line).
+//!   process: the server's line is the order). A release's message also
+//!   names the waiters it saw behind the new owner (up to
+//!   [`crate::engine::wait::Behind`]'s eight): when the first of them
+//!   waits in the same locker, the owner's release hands it the lock in
+//!   process, with no server call (it continues the owner's hold, with
+//!   the owner's fence plus one, as the exclusive lock's passes do), and
+//!   its place leaves the line in the background. That overtakes nobody:
+//!   a line only grows at its end, so whoever a release saw right behind
+//!   the owner is still next while its place lives. When the next one
+//!   waits elsewhere, or is not known, the release goes through the
+//!   server, which hands the lock on and names the next ones.
 //! - Not on Redlock: each master would keep a line of its own, with its
 //!   own first waiter; a request there is a [`LockError::Config`].
 
@@ -31,6 +40,8 @@ pub(crate) mod scripts;
 mod twins;
 
 use std::future::Future;
+
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -44,7 +55,7 @@ use crate::engine::renewal::LeaseKind;
 use crate::error::LockError;
 use crate::keys::LockKeys;
 use crate::owner::OwnerToken;
-use crate::primitive::shared::{self, GIVE_BACK_NOTHING, ms};
+use crate::primitive::shared::{self, ms};
 
 /// The longest a waiter's place lasts between two renewals: a waiter that
 /// dies blocks the line behind it at most this long.
@@ -121,7 +132,7 @@ fn not_permitted(err: LockError) -> LockError {
 impl Primitive for Fair {
     const NAME: &'static str = "fair";
 
-    const GIVE_BACK: GiveBack = GIVE_BACK_NOTHING;
+    const GIVE_BACK: GiveBack = give_back;
 
     const PASSES: bool = false;
 
@@ -191,7 +202,8 @@ impl Primitive for Fair {
             blocking: true,
             ..attempt.route
         };
-        self.let_go(backend, blocking, attempt.token, fence).await?;
+        self.let_go(backend, blocking, attempt.token, fence, &[])
+            .await?;
         Err(LockError::NotReplicated {
             key: self.keys.name().to_owned(),
             acked,
@@ -208,7 +220,18 @@ impl Primitive for Fair {
         fence: u64,
         _landing: Option<&'a Landing>,
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
-        self.let_go(backend, route, token, fence)
+        self.let_go(backend, route, token, fence, &[])
+    }
+
+    fn release_served<'a>(
+        &'a self,
+        backend: &'a Backend,
+        route: Route,
+        token: &'a OwnerToken,
+        fence: u64,
+        served: &'a [OwnerToken],
+    ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
+        self.let_go(backend, route, token, fence, served)
     }
 
     fn leave_place<'a>(
@@ -219,19 +242,22 @@ impl Primitive for Fair {
     ) -> impl Future<Output = Result<bool, LockError>> + Send + 'a {
         // The same script: a lock handed to a waiter that leaves goes on
         // to the next.
-        self.let_go(backend, route, token, 0)
+        self.let_go(backend, route, token, 0, &[])
     }
 }
 
 impl Fair {
     /// Lets go of what `token` holds: the lock (handed to the first live
-    /// waiter, with a fence above `fence`), or its place in line.
+    /// waiter, with a fence above `fence`), or its place in line; the
+    /// places of `served` (waiters that took the lock in process since it
+    /// was last handed over here) leave the line first.
     async fn let_go(
         &self,
         backend: &Backend,
         route: Route,
         token: &OwnerToken,
         fence: u64,
+        served: &[OwnerToken],
     ) -> Result<bool, LockError> {
         let Backend::Node(node) = backend else {
             return Err(LockError::config("a fair lock is not taken on Redlock"));
@@ -245,9 +271,30 @@ impl Fair {
             .arg(fence)
             .arg(&self.channel)
             .arg(node.publish_command());
+        for place in served {
+            call.arg(place.as_str());
+        }
         let released: i64 = node.run(route, &call).await.map_err(not_permitted)?;
         Ok(released == 1)
     }
+}
+
+/// Gives back a hold passed in process and not taken: its release on the
+/// server, which takes out of the line the places of the waiters that
+/// took the hold in process before (`served`) and hands the lock to the
+/// first live waiter there.
+fn give_back(
+    backend: Backend,
+    route: Route,
+    keys: LockKeys,
+    token: OwnerToken,
+    served: Vec<OwnerToken>,
+) -> BoxFuture<'static, Result<bool, LockError>> {
+    Box::pin(async move {
+        // The place lease is not read by a release.
+        let fair = Fair::new(keys, &backend, PLACE_LEASE)?;
+        fair.let_go(&backend, route, &token, 0, &served).await
+    })
 }
 
 impl Fair {

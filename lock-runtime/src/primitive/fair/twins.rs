@@ -162,6 +162,9 @@ fn release_from(keys: &mut Keyspace, k: &Words, a: &Words, from: LineEnd) -> Res
     let given = number(nth(a, 2, "ARGV")?, "the fence")?;
     let channel = nth(a, 3, "ARGV")?;
     leave(keys, line, token);
+    for served in a.iter().skip(4) {
+        leave(keys, line, served);
+    }
     if keys.get(lock) != Some(token) {
         return Ok(int(0));
     }
@@ -180,8 +183,40 @@ fn release_from(keys: &mut Keyspace, k: &Words, a: &Words, from: LineEnd) -> Res
         .unwrap_or(i64::MAX)
         .max(given.saturating_add(1));
     let digest = sha1_smol::Sha1::from(next.as_str()).digest();
-    keys.publish(channel, format!("{at};g={digest}:{fence}"));
+    let mut message = format!("{at};g={digest}:{fence}");
+    let behind = seen_behind(keys, line, now);
+    if !behind.is_empty() {
+        message.push_str(";n=");
+        message.push_str(&behind.join(","));
+    }
+    keys.publish(channel, message);
     Ok(int(1))
+}
+
+/// The digests of the first live waiters in `line` (at most 8, among its
+/// first 16 arrivals), in order; waiters whose place ran out leave on the
+/// way (see `release.lua`).
+fn seen_behind(keys: &mut Keyspace, line: &str, now: i64) -> Vec<String> {
+    let mut arrivals: Vec<(String, i64)> = keys
+        .zmembers(line)
+        .into_iter()
+        .filter(|(_, score)| *score < 0)
+        .collect();
+    arrivals.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    let mut behind = Vec::new();
+    for (arrival, _) in arrivals.into_iter().take(16) {
+        let waiter = arrival.strip_suffix('<').unwrap_or(&arrival).to_owned();
+        if keys.zscore(line, &waiter).is_some_and(|place| place > now) {
+            behind.push(sha1_smol::Sha1::from(waiter.as_str()).digest().to_string());
+            if behind.len() == 8 {
+                break;
+            }
+        } else {
+            keys.zrem(line, &arrival);
+            keys.zrem(line, &waiter);
+        }
+    }
+    behind
 }
 
 #[cfg(test)]
@@ -230,6 +265,11 @@ mod tests {
         assert!(
             published[0].1.contains(&format!(";g={digest}:")),
             "{published:?}"
+        );
+        let behind = sha1_smol::Sha1::from("t3").digest().to_string();
+        assert!(
+            published[0].1.ends_with(&format!(";n={behind}")),
+            "the waiter behind the new owner is named: {published:?}"
         );
         // t2's next try (a lost message) finds the lock its own.
         assert_eq!(try_as(&mut keys, "t2", true)[0], 1);
