@@ -350,6 +350,34 @@ mod tests {
     }
 
     #[test]
+    fn a_release_takes_the_places_of_waiters_served_in_process_out_first() {
+        let mut keys = Keyspace::default();
+        keys.begin(Instant::now(), None);
+        let owner = try_as(&mut keys, "t1", true);
+        for waiter in ["t2", "t3", "t4"] {
+            try_as(&mut keys, waiter, true);
+        }
+        // t2 and t3 took t1's hold in process, in turn; its release names
+        // them, and the lock goes to t4, the first who still waits.
+        let args = strings(&[
+            "t1",
+            &owner[1].to_string(),
+            "l:{a}:fair:released",
+            "PUBLISH",
+            "t2",
+            "t3",
+        ]);
+        assert_eq!(
+            ints(&release(&mut keys, &strings(&KEYS), &args).unwrap())[0],
+            1
+        );
+        assert_eq!(keys.get("l:{a}:fair"), Some("t4"));
+        assert_eq!(keys.zcard("l:{a}:fair:q"), 0, "every place left");
+        let (_, message) = &keys.finish()[0];
+        assert!(!message.contains(";n="), "nobody is behind t4: {message}");
+    }
+
+    #[test]
     fn a_release_hands_on_a_fence_above_the_givers() {
         let mut keys = Keyspace::default();
         keys.begin(Instant::now(), None);
