@@ -49,17 +49,42 @@ fn fair_worker(server: &RedisServer, name: &str, ttl: Duration, hold: Duration) 
 }
 
 /// Starts waiter `label` in `worker` and returns once the server has it
-/// in line, `arrived` waiters in all: the order the server saw them is
-/// the order of the labels.
+/// in line: the order the server saw them is the order of the labels.
 async fn arrive(server: &RedisServer, name: &str, worker: &mut Worker, label: usize) {
+    joins_line(server, name, label, || {
+        tokio::task::block_in_place(|| worker.tell(&format!("wait {label}")));
+    })
+    .await;
+}
+
+/// Runs `start`, which sets waiter `label` waiting for fair lock `name`,
+/// and returns what it returned once the server has that waiter in line.
+async fn joins_line<T>(
+    server: &RedisServer,
+    name: &str,
+    label: usize,
+    start: impl FnOnce() -> T,
+) -> T {
     let before = arrivals(server, name);
-    tokio::task::block_in_place(|| worker.tell(&format!("wait {label}")));
+    let started = start();
     eventually(
         &format!("waiter {label} is in line"),
         Duration::from_secs(20),
         || arrivals(server, name) == before + 1,
     )
     .await;
+    started
+}
+
+/// Takes fair lock `name` on `locker`, waiting as long as any test runs.
+async fn take_in_turn(locker: &Locker, name: &str) -> lock_runtime::FairGuard {
+    locker
+        .fair_lock(name)
+        .ttl(STALL_PROOF_TTL)
+        .wait(FOREVER)
+        .acquire()
+        .await
+        .unwrap()
 }
 
 /// A grant a worker reported: `granted <label> <fence>`.
@@ -448,17 +473,11 @@ async fn the_attribute_takes_the_fair_lock_in_arrival_order() {
     let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut calls = Vec::new();
     for label in 0..6 {
-        let before = arrivals(&server, name);
         let (locker, served) = (locker.clone(), served.clone());
-        calls.push(tokio::spawn(async move {
-            served_fairly(&locker, 7, label, &served).await
-        }));
-        eventually(
-            &format!("call {label} is in line"),
-            Duration::from_secs(20),
-            || arrivals(&server, name) == before + 1,
-        )
-        .await;
+        let call = joins_line(&server, name, label, || {
+            tokio::spawn(async move { served_fairly(&locker, 7, label, &served).await })
+        });
+        calls.push(call.await);
     }
     assert!(held.release().await.unwrap());
     for call in calls {
@@ -478,13 +497,7 @@ fn wait_in_line(
 ) -> tokio::task::JoinHandle<()> {
     let (locker, name, served) = (locker.clone(), name.to_owned(), served.clone());
     tokio::spawn(async move {
-        let guard = locker
-            .fair_lock(name)
-            .ttl(STALL_PROOF_TTL)
-            .wait(FOREVER)
-            .acquire()
-            .await
-            .unwrap();
+        let guard = take_in_turn(&locker, &name).await;
         served.lock().unwrap().push((label, guard.fence()));
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(
@@ -508,14 +521,10 @@ async fn the_next_in_line_in_the_same_locker_is_handed_the_lock_in_process() {
     // In line: a, a, b, a, a.
     let mut waiters = Vec::new();
     for (label, locker) in [&a, &a, &b, &a, &a].into_iter().enumerate() {
-        let before = arrivals(&server, name);
-        waiters.push(wait_in_line(locker, name, label, &served));
-        eventually(
-            &format!("waiter {label} is in line"),
-            Duration::from_secs(20),
-            || arrivals(&server, name) == before + 1,
-        )
-        .await;
+        let waiter = joins_line(&server, name, label, || {
+            wait_in_line(locker, name, label, &served)
+        });
+        waiters.push(waiter.await);
     }
     let first_fence = held.fence();
     assert!(held.release().await.unwrap());
@@ -539,8 +548,8 @@ async fn the_next_in_line_in_the_same_locker_is_handed_the_lock_in_process() {
     nothing_left(&server).await;
 }
 
-/// Waits for fair lock `name` on `locker` in the background, as waiter
-/// `label`: reports its fence once granted, and holds the lock until told.
+/// Waits for fair lock `name` on `locker` in the background: reports its
+/// fence once granted, and holds the lock until told.
 fn wait_and_hold(
     locker: &Locker,
     name: &str,
@@ -553,13 +562,7 @@ fn wait_and_hold(
     let (let_go, on_let_go) = tokio::sync::oneshot::channel::<()>();
     let (locker, name) = (locker.clone(), name.to_owned());
     let waiter = tokio::spawn(async move {
-        let guard = locker
-            .fair_lock(name)
-            .ttl(STALL_PROOF_TTL)
-            .wait(FOREVER)
-            .acquire()
-            .await
-            .unwrap();
+        let guard = take_in_turn(&locker, &name).await;
         let _ = granted.send(guard.fence());
         let _ = on_let_go.await;
         assert!(guard.release().await.unwrap());
@@ -580,14 +583,7 @@ async fn places_of_waiters_served_in_process_leave_the_line_with_the_next_releas
     let held = a.fair_lock(name).ttl(FOREVER).acquire().await.unwrap();
     let mut waiters = Vec::new();
     for (label, locker) in [&a, &a, &b].into_iter().enumerate() {
-        let before = arrivals(&server, name);
-        waiters.push(wait_and_hold(locker, name));
-        eventually(
-            &format!("waiter {label} is in line"),
-            Duration::from_secs(20),
-            || arrivals(&server, name) == before + 1,
-        )
-        .await;
+        waiters.push(joins_line(&server, name, label, || wait_and_hold(locker, name)).await);
     }
     let [
         (first, let_first_go, first_task),

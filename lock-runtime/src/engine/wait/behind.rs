@@ -9,7 +9,7 @@
 //! first of them waits in this locker, handing it the lock overtakes
 //! nobody, wherever the others wait.
 
-use super::sightings::Grantee;
+use super::grantee::Grantee;
 use crate::owner::OwnerToken;
 
 /// The most waiters a release names behind the new owner: a run of hand-

@@ -13,9 +13,10 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 
 use super::behind::Behind;
+use super::grantee::Grantee;
 use super::inbox::{Batch, Command, Inbox, Timeouts};
 use super::sessions::{Opening, Session, SessionEnd, serve};
-use super::sightings::{Grantee, Release};
+use super::sightings::Release;
 use super::waiters::{Subscription, Waiters};
 use crate::backend::{ClientSource, ReleaseFeed};
 use crate::engine::handover::Handover;

@@ -16,12 +16,14 @@
 //!   master) are news to a waiter, after what its last try saw.
 //! - [`turns`]: the tasks of one locker waiting for the same lock queue in
 //!   the process; only the first in line contends on the server.
+//! - [`grantee`]: who a release message names, by the digest of its token.
 //! - [`behind`]: who the server's line had behind a waiter a release
 //!   handed the lock to (the fair lock's hand-overs in process).
 //! - [`backoff`]: the timer of last resort.
 
 mod backoff;
 mod behind;
+mod grantee;
 mod inbox;
 mod listener;
 mod sessions;
@@ -33,8 +35,9 @@ mod waiters;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use behind::{Behind, Line};
+pub(crate) use grantee::Grantee;
 pub(crate) use inbox::Timeouts;
 pub(crate) use listener::ReleaseListener;
-pub(crate) use sightings::{Grantee, Seen, Sightings};
+pub(crate) use sightings::{Seen, Sightings};
 pub(crate) use turns::{Listening, Turn, Turns};
 pub(crate) use waiters::{Granted, Subscription};

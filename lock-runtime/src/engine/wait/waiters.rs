@@ -17,7 +17,8 @@ use futures_util::FutureExt;
 use tokio::sync::Notify;
 
 use super::behind::Behind;
-use super::sightings::{Grantee, Release, Sightings, Wakes};
+use super::grantee::Grantee;
+use super::sightings::{Release, Sightings, Wakes};
 use crate::engine::handover::Handover;
 use crate::host::clock::Clock;
 use crate::owner::LineId;
