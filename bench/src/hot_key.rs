@@ -213,6 +213,10 @@ pub struct WorkerReport {
     pub body_us: u64,
     /// Of that, time in the work (a 1 ms tokio sleep), summed, µs.
     pub work_us: u64,
+    /// Of that, time in the read (the body's first round trip, which
+    /// starts with the turn: beside whatever the lock does at a hand-over),
+    /// summed, µs.
+    pub read_us: u64,
     /// Deductions that failed (an error, not a busy lock).
     pub errors: u64,
     /// The critical section of each deduction counted in `ops`.
@@ -237,6 +241,7 @@ impl WorkerReport {
                 "waits_us": self.waits_us,
                 "body_us": self.body_us,
                 "work_us": self.work_us,
+                "read_us": self.read_us,
                 "errors": self.errors,
                 "server_ends": self.server_ends,
                 "tries": self.tries,
@@ -265,6 +270,7 @@ impl WorkerReport {
                 .unwrap_or_default(),
             body_us: number("body_us"),
             work_us: number("work_us"),
+            read_us: number("read_us"),
             errors: number("errors"),
             server_ends: number("server_ends"),
             tries: number("tries"),
@@ -299,6 +305,7 @@ impl WorkerReport {
         self.waits_us.extend(other.waits_us);
         self.body_us += other.body_us;
         self.work_us += other.work_us;
+        self.read_us += other.read_us;
         self.errors += other.errors;
         self.server_ends += other.server_ends;
         self.tries += other.tries;
@@ -338,6 +345,11 @@ pub struct Row {
     /// timer ends on a tick, so it varies from row to row with the phase
     /// a critical section starts at, not with the lock.
     pub work_us: f64,
+    /// Of that, the mean time of the read, µs: the body's first round trip
+    /// (`WATCH` and `GET` without a lock), which overlaps what the lock's
+    /// hand-over leaves to do (the previous owner's next try, for one).
+    /// The write is the rest.
+    pub read_us: f64,
     /// Hand-over gaps between critical sections (lock rows only).
     pub gaps: Option<Gaps>,
 }
@@ -378,6 +390,7 @@ impl Row {
             errors: report.errors,
             body_us: report.body_us as f64 / ops,
             work_us: report.work_us as f64 / ops,
+            read_us: report.read_us as f64 / ops,
             gaps: gaps(report.sections.clone()),
         }
     }
@@ -399,6 +412,7 @@ impl Row {
                 "errors": self.errors,
                 "body_us": self.body_us,
                 "work_us": self.work_us,
+                "read_us": self.read_us,
                 "handover_gap_within_process_p50_us": self.gaps.and_then(|g| g.within_p50_us),
                 "handover_gap_across_processes_p50_us": self.gaps.and_then(|g| g.across_p50_us),
                 "handovers_across_processes_share": self.gaps.map(|g| g.across_share),
@@ -549,6 +563,7 @@ mod tests {
             waits_us: vec![1, 2, 3],
             body_us: 3_300,
             work_us: 3_000,
+            read_us: 150,
             errors: 0,
             server_ends: 2,
             tries: 5,
@@ -561,6 +576,10 @@ mod tests {
         let mut back = WorkerReport::parse(&report.to_line()).unwrap();
         assert_eq!((back.ops, &back.waits_us), (3, &vec![1, 2, 3]));
         assert_eq!((back.server_ends, back.tries), (2, 5));
+        assert_eq!(
+            (back.body_us, back.work_us, back.read_us),
+            (3_300, 3_000, 150)
+        );
         back.set_worker(1);
         assert_eq!(
             back.sections,

@@ -244,7 +244,7 @@ async fn idle_handoff_us(url: &str) -> BenchResult<f64> {
 
 fn print(rows: &[Row], bound: f64) {
     println!(
-        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold | body µs (of it the 1 ms work) | gap µs: mean; within / across (share across) |"
+        "\n| scenario | impl | ops/s | of bound | wait p50 µs | wait p99 µs | max wait ms | redis cmds/op | redis CPU µs/op | attempts/op | oversold | body µs (of it the 1 ms work; the read) | gap µs: mean; within / across (share across) |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
@@ -259,7 +259,7 @@ fn print(rows: &[Row], bound: f64) {
             )
         });
         println!(
-            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {:.0} ({:.0}) | {gaps} |",
+            "| hot_key/{} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {:.0} ({:.0}; {:.0}) | {gaps} |",
             row.buyers,
             row.way.name(),
             row.ops_per_s,
@@ -273,6 +273,7 @@ fn print(rows: &[Row], bound: f64) {
             row.oversold,
             row.body_us,
             row.work_us,
+            row.read_us,
         );
     }
     println!("\nbound: {bound:.0} deductions/s (one deduction's own time plus one idle handoff)\n");

@@ -57,6 +57,8 @@ struct Deduction {
     /// Of the body, the payment (`WORK` asked for; the runtime's timer
     /// decides how long it really lasts).
     work: Duration,
+    /// Of the body, the read before the payment.
+    read: Duration,
     section: Section,
 }
 
@@ -88,12 +90,14 @@ async fn read_pay_write(data: &MultiplexedConnection, work: Work) -> Result<Dedu
     let (entered, start_us) = (Instant::now(), epoch_us());
     let mut conn = data.clone();
     let left: u64 = conn.get(STOCK_KEY).await?;
+    let read = entered.elapsed();
     let work = pay(work).await;
     let () = conn.set(STOCK_KEY, left.saturating_sub(1)).await?;
     Ok(Deduction {
         entered,
         body: entered.elapsed(),
         work,
+        read,
         section: Section {
             start_us,
             end_us: epoch_us(),
@@ -170,6 +174,7 @@ async fn deduct_optimistic(
             .query_async::<()>(conn)
             .await?;
         let left: u64 = conn.get(STOCK_KEY).await?;
+        let read = entered.elapsed();
         let work = pay(work).await;
         let committed: Option<()> = redis::pipe()
             .atomic()
@@ -182,6 +187,7 @@ async fn deduct_optimistic(
                 entered,
                 body: entered.elapsed(),
                 work,
+                read,
                 section: Section {
                     start_us,
                     end_us: epoch_us(),
@@ -287,6 +293,8 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
                             u64::try_from(deduction.body.as_micros()).unwrap_or(u64::MAX);
                         report.work_us +=
                             u64::try_from(deduction.work.as_micros()).unwrap_or(u64::MAX);
+                        report.read_us +=
+                            u64::try_from(deduction.read.as_micros()).unwrap_or(u64::MAX);
                         report.sections.push(deduction.section);
                     }
                     Ok(_) => {}
