@@ -136,6 +136,41 @@ impl Work {
     }
 }
 
+/// When a buyer asks for its next deduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrivals {
+    /// At once, as the one before ends (a closed loop): every buyer's next
+    /// request falls on a hand-over, and a lock that lets the last owner
+    /// take it again (barging) keeps it in that buyer's hands.
+    BackToBack,
+    /// After a random pause of up to `PAUSE_MAX` (a `tokio::time::sleep`,
+    /// so whole ticks of 1 ms, 1-3 ms in all): requests that fall anywhere
+    /// in the next deductions, as buyers who come back do.
+    Paused,
+}
+
+/// The longest pause of [`Arrivals::Paused`] asked for: about one
+/// deduction.
+pub const PAUSE_MAX: Duration = Duration::from_micros(2_300);
+
+impl Arrivals {
+    /// Both, the default first.
+    pub const ALL: [Arrivals; 2] = [Arrivals::BackToBack, Arrivals::Paused];
+
+    /// The name on the command line and in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::BackToBack => "back_to_back",
+            Arrivals::Paused => "paused",
+        }
+    }
+
+    /// The arrivals called `name`.
+    pub fn parse(name: &str) -> BenchResult<Self> {
+        by_name(&Self::ALL, name, Self::name, "arrivals")
+    }
+}
+
 /// The one of `all` whose name is `name`; an error naming `what` if none.
 fn by_name<T: Copy>(
     all: &[T],
@@ -156,6 +191,8 @@ pub struct WorkerArgs {
     pub way: Way,
     /// How the work waits.
     pub work: Work,
+    /// When its buyers come back.
+    pub arrivals: Arrivals,
     /// The server.
     pub url: String,
     /// Its buyers (tasks).
@@ -173,6 +210,7 @@ impl WorkerArgs {
             "--hot-key-worker".into(),
             self.way.name().into(),
             self.work.name().into(),
+            self.arrivals.name().into(),
             self.url.clone(),
             self.tasks.to_string(),
             self.start_at_ms.to_string(),
@@ -182,14 +220,16 @@ impl WorkerArgs {
 
     /// Parses what [`WorkerArgs::to_args`] wrote (without the flag).
     pub fn parse(args: &[String]) -> BenchResult<Self> {
-        let [way, work, url, tasks, start, run] = args else {
+        let [way, work, arrivals, url, tasks, start, run] = args else {
             return Err(
-                "hot-key worker: expected <way> <work> <url> <tasks> <start_ms> <run_ms>".into(),
+                "hot-key worker: expected <way> <work> <arrivals> <url> <tasks> <start_ms> <run_ms>"
+                    .into(),
             );
         };
         Ok(Self {
             way: Way::parse(way)?,
             work: Work::parse(work)?,
+            arrivals: Arrivals::parse(arrivals)?,
             url: url.clone(),
             tasks: tasks.parse()?,
             start_at_ms: start.parse()?,
@@ -547,6 +587,7 @@ mod tests {
         let args = WorkerArgs {
             way: Way::WatchMulti,
             work: Work::ThreadSleep,
+            arrivals: Arrivals::Paused,
             url: "redis://127.0.0.1:7000/".into(),
             tasks: 32,
             start_at_ms: 1_700_000_000_000,
@@ -556,6 +597,7 @@ mod tests {
         let parsed = WorkerArgs::parse(&line[1..]).unwrap();
         assert_eq!((parsed.way, parsed.tasks), (Way::WatchMulti, 32));
         assert_eq!(parsed.work, Work::ThreadSleep);
+        assert_eq!(parsed.arrivals, Arrivals::Paused);
         assert_eq!(parsed.run_for, args.run_for);
         let report = WorkerReport {
             ops: 3,

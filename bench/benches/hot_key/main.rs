@@ -4,10 +4,10 @@
 //! Buyers in two worker processes (copies of this binary) deduct the
 //! stock of one SKU on a private `redis-server`: read it, take a 1 ms
 //! payment, write it back, as many times as they can for a few seconds.
-//! Four ways of keeping two deductions apart, side by side, at 8, 64 and
-//! 256 buyers (`hot_key/8`, ...): this project's attribute, rslock, the
-//! `SET NX` spin loop people write by hand, and optimistic `WATCH`/`MULTI`
-//! with no lock at all. Prints a table and the targets, and writes
+//! Five ways of keeping two deductions apart, side by side, at 8, 64 and
+//! 256 buyers (`hot_key/8`, ...): this project's attribute and its fair
+//! lock, rslock, the `SET NX` spin loop people write by hand, and
+//! optimistic `WATCH`/`MULTI` with no lock at all. Prints a table and the targets, and writes
 //! `target/bench/hot_key.json`. See `lock_bench::hot_key`.
 //!
 //! The payment is a 1 ms `tokio::time::sleep`, which tokio's timer ends
@@ -15,6 +15,11 @@
 //! `lock_bench::hot_key::Work`); `-- --thread-sleep-work` takes it as a
 //! `std::thread::sleep` instead, which lasts 1 ms plus the kernel's slack
 //! whatever the runtime does, and writes `hot_key-thread_sleep.json`.
+//!
+//! Each buyer asks again as its deduction ends (a closed loop); with
+//! `-- --paused-buyers` it pauses up to about one deduction first (see
+//! `lock_bench::hot_key::Arrivals`), and the file's name ends in
+//! `-paused`.
 
 mod worker;
 
@@ -22,8 +27,8 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_bench::hot_key::{
-    INITIAL_STOCK, PROCESSES, Row, SIZES, STOCK_KEY, WORK, Way, Work, WorkerArgs, WorkerReport,
-    cost, verdict,
+    Arrivals, INITIAL_STOCK, PROCESSES, Row, SIZES, STOCK_KEY, WORK, Way, Work, WorkerArgs,
+    WorkerReport, cost, verdict,
 };
 use lock_bench::project::ProjectContender;
 use lock_bench::scenarios::handoff;
@@ -52,11 +57,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// How long each run lasts, and how many runs of each row.
+/// How long each run lasts, how many runs of each row, and what the
+/// buyers do.
 struct Sizes {
     run_for: Duration,
     reps: usize,
     work: Work,
+    arrivals: Arrivals,
 }
 
 fn drive(args: &[String]) -> BenchResult<()> {
@@ -67,17 +74,24 @@ fn drive(args: &[String]) -> BenchResult<()> {
     } else {
         Work::TokioSleep
     };
+    let arrivals = if args.iter().any(|a| a == "--paused-buyers") {
+        Arrivals::Paused
+    } else {
+        Arrivals::BackToBack
+    };
     let sizes = if quick {
         Sizes {
             run_for: Duration::from_secs(2),
             reps: 1,
             work,
+            arrivals,
         }
     } else {
         Sizes {
             run_for: Duration::from_secs(5),
             reps: 3,
             work,
+            arrivals,
         }
     };
     // Started from the main thread: a server dies with the thread that spawned it.
@@ -87,7 +101,7 @@ fn drive(args: &[String]) -> BenchResult<()> {
         .build()?;
     let (rows, bound) = runtime.block_on(measure(&server.url(), &sizes))?;
     print(&rows, bound);
-    write_json(&rows, bound, quick, work)
+    write_json(&rows, bound, quick, &sizes)
 }
 
 async fn measure(url: &str, sizes: &Sizes) -> BenchResult<(Vec<Row>, f64)> {
@@ -140,6 +154,7 @@ async fn run(admin: &Admin, url: &str, way: Way, buyers: usize, sizes: &Sizes) -
         let args = WorkerArgs {
             way,
             work: sizes.work,
+            arrivals: sizes.arrivals,
             url: url.to_owned(),
             tasks: buyers / PROCESSES,
             start_at_ms,
@@ -287,7 +302,7 @@ fn print(rows: &[Row], bound: f64) {
     }
 }
 
-fn write_json(rows: &[Row], bound: f64, quick: bool, work: Work) -> BenchResult<()> {
+fn write_json(rows: &[Row], bound: f64, quick: bool, sizes: &Sizes) -> BenchResult<()> {
     let dir = lock_bench::output_dir();
     std::fs::create_dir_all(&dir)?;
     let verdict: Vec<_> = verdict(rows, bound)
@@ -298,15 +313,21 @@ fn write_json(rows: &[Row], bound: f64, quick: bool, work: Work) -> BenchResult<
         .collect();
     let document = json!({
         "mode": if quick { "quick" } else { "full" },
-        "work": work.name(),
+        "work": sizes.work.name(),
+        "arrivals": sizes.arrivals.name(),
         "bound_ops_per_s": bound,
         "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         "verdict": verdict,
     });
-    let path = dir.join(match work {
-        Work::TokioSleep => "hot_key.json".to_owned(),
-        other => format!("hot_key-{}.json", other.name()),
-    });
+    let work = match sizes.work {
+        Work::TokioSleep => String::new(),
+        other => format!("-{}", other.name()),
+    };
+    let arrivals = match sizes.arrivals {
+        Arrivals::BackToBack => "",
+        Arrivals::Paused => "-paused",
+    };
+    let path = dir.join(format!("hot_key{work}{arrivals}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&document)?)?;
     eprintln!("hot_key: wrote {}", path.display());
     Ok(())

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lock_bench::BenchResult;
 use lock_bench::gaps::Section;
 use lock_bench::hot_key::{
-    SKU, SPIN_SLEEP, STOCK_KEY, TTL, WORK, Way, Work, WorkerArgs, WorkerReport,
+    Arrivals, PAUSE_MAX, SKU, SPIN_SLEEP, STOCK_KEY, TTL, WORK, Way, Work, WorkerArgs, WorkerReport,
 };
 use lock_runtime::{LockConfig, LockError, distributed_lock};
 use redis::aio::MultiplexedConnection;
@@ -42,6 +42,32 @@ impl From<LockError> for BuyError {
 impl From<redis::RedisError> for BuyError {
     fn from(error: redis::RedisError) -> Self {
         BuyError::Redis(error)
+    }
+}
+
+/// The pauses of one buyer, when its `arrivals` ask for them: uniform in
+/// `[0, PAUSE_MAX)`, from a xorshift seeded by the OS (no syscall per
+/// pause).
+struct Pauses(Option<u64>);
+
+impl Pauses {
+    fn new(arrivals: Arrivals) -> Self {
+        let mut seed = [0u8; 8];
+        // A failed seed leaves zeros, mended below: the pauses still vary.
+        let _ = getrandom::fill(&mut seed);
+        Self((arrivals == Arrivals::Paused).then(|| u64::from_le_bytes(seed) | 1))
+    }
+
+    /// Pauses before the buyer's next request, if it pauses at all.
+    async fn pause(&mut self) {
+        let Some(state) = self.0.as_mut() else {
+            return;
+        };
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        let max = u64::try_from(PAUSE_MAX.as_micros()).unwrap_or(u64::MAX);
+        tokio::time::sleep(Duration::from_micros(*state % max)).await;
     }
 }
 
@@ -239,11 +265,13 @@ async fn work(args: WorkerArgs) -> BenchResult<WorkerReport> {
     for (n, own) in own.into_iter().enumerate() {
         let (data, rslock, report) = (data.clone(), rslock.clone(), report.clone());
         let (way, work) = (args.way, args.work);
+        let mut pauses = Pauses::new(args.arrivals);
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(start).await;
             let mut own = own;
             let token = format!("{}-{n}", std::process::id());
             while Instant::now() < deadline {
+                pauses.pause().await;
                 let asked = Instant::now();
                 let attempt = async {
                     match way {
