@@ -7,8 +7,9 @@
 //! Five ways of keeping two deductions apart, side by side, at 8, 64 and
 //! 256 buyers (`hot_key/8`, ...): this project's attribute and its fair
 //! lock, rslock, the `SET NX` spin loop people write by hand, and
-//! optimistic `WATCH`/`MULTI` with no lock at all. Prints a table and the targets, and writes
-//! `target/bench/hot_key.json`. See `lock_bench::hot_key`.
+//! optimistic `WATCH`/`MULTI` with no lock at all. Prints a table and the
+//! targets, and writes `target/bench/hot_key.json`. See
+//! `lock_bench::hot_key`.
 //!
 //! The payment is a 1 ms `tokio::time::sleep`, which tokio's timer ends
 //! on a tick, so how long it lasts depends on the runtime (see

@@ -53,7 +53,7 @@ struct Pauses(Option<u64>);
 impl Pauses {
     fn new(arrivals: Arrivals) -> Self {
         let mut seed = [0u8; 8];
-        // A failed seed leaves zeros, mended below: the pauses still vary.
+        // A failed seed leaves zeros; the `| 1` keeps the xorshift moving.
         let _ = getrandom::fill(&mut seed);
         Self((arrivals == Arrivals::Paused).then(|| u64::from_le_bytes(seed) | 1))
     }
