@@ -3,10 +3,11 @@
 
 use std::future::Future;
 
+use tracing::Instrument;
+
 use super::OnReleaseError;
 use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
-use crate::engine::traced::in_span;
 use crate::error::LockError;
 use crate::locker::Locker;
 
@@ -26,7 +27,15 @@ pub(super) async fn run_guarded<T>(
         return None;
     }
     // The body runs in the hold's span: its own events nest under the lock.
-    let output = in_span(&handle.lease().span, guarded).await;
+    // Awaited in one branch or the other, not through `in_span`'s `Either`:
+    // no copy of the body's future into a wrapper, and no wrapper to poll
+    // through, when nobody records the span (the usual case).
+    let span = &handle.lease().span;
+    let output = if span.is_disabled() {
+        guarded.await
+    } else {
+        guarded.instrument(span.clone()).await
+    };
     let held = lost::declare_if_lapsed(handle.lease(), &locker.core().counters);
     match output {
         Some(output) if on_lost == OnLost::Cancel && !held => {

@@ -128,7 +128,11 @@ impl Nested {
     /// Marks the holding call's body ended, and the bodies nested in it,
     /// and wakes who waits for that.
     pub(crate) fn finish(&self) {
-        self.ended.store(true, Ordering::SeqCst);
+        // Once is enough: a frame that joins after the first end sees
+        // `ended` and finishes itself (see `nested_in`).
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
         if self.watched.load(Ordering::SeqCst) {
             self.end.notify_waiters();
         }
