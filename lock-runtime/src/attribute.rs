@@ -20,8 +20,8 @@ mod multi;
 mod permits;
 
 use self::answer::{answer, lost, run_guarded};
-use self::mode::BodyGuard;
 pub use self::mode::Mode;
+use self::mode::{BodyGuard, with_options};
 
 /// The attribute's options, as written (None: the locker's default).
 #[derive(Clone, Copy, Debug)]
@@ -103,7 +103,7 @@ pub async fn run_locked<F: Future>(
         // room for it.
         return Box::pin(run_nested(&locker, key, holder, options, body)).await;
     }
-    let guard = mode::acquire(&locker, key, &options).await?;
+    let guard = mode::acquire!(&locker, key, &options);
     let handle = guard.handle();
     let nested = Nested::new();
     let held = Held {
@@ -270,7 +270,15 @@ async fn run_body<F: Future>(
 ) -> Option<F::Output> {
     // The frame wraps the loss's race, so that a cancelled body still
     // waits, in `holding`, for a nested call's step.
-    let guarded = lost::guarded(handle.lease(), on_lost, body);
-    let held = holding(locker.core(), kind, handle.clone(), nested, guarded);
+    // Each layer pinned where it is made and lent to the next: a future
+    // passed by value is copied into every layer that holds it.
+    let guarded = std::pin::pin!(lost::guarded(handle.lease(), on_lost, body));
+    let held = std::pin::pin!(holding(
+        locker.core(),
+        kind,
+        handle.clone(),
+        nested,
+        guarded
+    ));
     run_guarded(locker, handle, on_lost, held).await
 }

@@ -6,7 +6,6 @@
 use super::Options;
 use crate::engine::handle::LockHandle;
 use crate::error::LockError;
-use crate::locker::Locker;
 use crate::primitive::exclusive::guard::LockGuard;
 use crate::primitive::fair::guard::FairGuard;
 use crate::primitive::read_write::guard::{ReadGuard, WriteGuard};
@@ -125,29 +124,39 @@ macro_rules! with_options {
 pub(super) use with_options;
 
 /// Takes the lock the options name for `key` (the macro refuses `fair`
-/// with a `mode`).
-pub(super) async fn acquire(
-    locker: &Locker,
-    key: String,
-    options: &Options,
-) -> Result<BodyGuard, LockError> {
-    if options.fair {
-        let request = with_options!(locker.fair_lock(key), options);
-        return Ok(BodyGuard::Fair(request.acquire().await?));
-    }
-    Ok(match options.mode {
-        Mode::Exclusive => {
-            BodyGuard::Lock(with_options!(locker.lock(key), options).acquire().await?)
+/// with a `mode`), as a [`BodyGuard`], returning the error from the
+/// enclosing `async fn`.
+///
+/// A macro, not an `async fn`: the request's future then lives in the
+/// caller's own state, where an `async fn` would hold it in a layer of its
+/// own, copied into the caller's state and polled through it.
+macro_rules! acquire {
+    ($locker:expr, $key:expr, $options:expr) => {{
+        let options: &Options = $options;
+        let (locker, key) = ($locker, $key);
+        if options.fair {
+            BodyGuard::Fair(
+                with_options!(locker.fair_lock(key), options)
+                    .acquire()
+                    .await?,
+            )
+        } else {
+            match options.mode {
+                Mode::Exclusive => {
+                    BodyGuard::Lock(with_options!(locker.lock(key), options).acquire().await?)
+                }
+                Mode::Read => BodyGuard::Read(
+                    with_options!(locker.read_lock(key), options)
+                        .acquire()
+                        .await?,
+                ),
+                Mode::Write => BodyGuard::Write(
+                    with_options!(locker.write_lock(key), options)
+                        .acquire()
+                        .await?,
+                ),
+            }
         }
-        Mode::Read => BodyGuard::Read(
-            with_options!(locker.read_lock(key), options)
-                .acquire()
-                .await?,
-        ),
-        Mode::Write => BodyGuard::Write(
-            with_options!(locker.write_lock(key), options)
-                .acquire()
-                .await?,
-        ),
-    })
+    }};
 }
+pub(super) use acquire;
