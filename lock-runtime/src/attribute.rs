@@ -7,9 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::handle::LockHandle;
 use crate::engine::lost::{self, OnLost};
-use crate::engine::reentrancy::{Frame, Nested, held_by_this_task, holding};
+use crate::engine::reentrancy::{Frame, held_by_this_task, holding};
 use crate::error::LockError;
 use crate::host::Host;
 use crate::locker::Locker;
@@ -105,14 +104,13 @@ pub async fn run_locked<F: Future>(
     }
     let guard = mode::acquire!(&locker, key, &options);
     let handle = guard.handle();
-    let nested = Nested::new();
+    let frame = Frame::new(locker.core(), options.kind(), handle.clone());
     let held = Held {
         guard: Some(guard),
-        nested: nested.clone(),
+        frame: frame.clone(),
         host: locker.core().host.clone(),
     };
-    let kind = options.kind();
-    let outcome = run_body(&locker, kind, &handle, options.on_lost, nested, body).await;
+    let outcome = run_body(&locker, options.on_lost, frame, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
     // nested call's step.
     let released = match held.into_guard() {
@@ -154,7 +152,7 @@ pub async fn run_locked_all<F: Future>(
 /// drop then releases the lock.
 struct Held {
     guard: Option<BodyGuard>,
-    nested: Arc<Nested>,
+    frame: Arc<Frame>,
     host: Host,
 }
 
@@ -171,16 +169,16 @@ impl Drop for Held {
         };
         // Usually done already, by the body's own drop: from here on a
         // nested call's next step sees the end.
-        self.nested.finish();
-        if self.nested.idle() {
+        self.frame.nested.finish();
+        if self.frame.nested.idle() {
             return;
         }
         // Outside any runtime (an in-memory locker's call dropped there),
         // nothing can wait: released at once, as before.
         if let Ok(runtime) = self.host.runtime() {
-            let nested = self.nested.clone();
+            let frame = self.frame.clone();
             runtime.spawn(async move {
-                nested.settled().await;
+                frame.nested.settled().await;
                 drop(guard);
             });
         }
@@ -197,7 +195,7 @@ impl Drop for Held {
 async fn run_nested<F: Future>(
     locker: &Locker,
     key: String,
-    holder: Frame,
+    holder: Arc<Frame>,
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
@@ -236,14 +234,7 @@ async fn run_nested<F: Future>(
     }
     // Its own frame ends with the holder's body, even if this call is not
     // polled again, so that calls nested in it stop too.
-    let running = run_body(
-        locker,
-        holder.kind,
-        &holder.handle,
-        options.on_lost,
-        Nested::nested_in(nested),
-        body,
-    );
+    let running = run_body(locker, options.on_lost, Frame::nested_in(&holder), body);
     // Each poll counted, so that the holder lets go only after a step
     // running when its body ended (see `crate::engine::reentrancy`).
     nested
@@ -257,28 +248,20 @@ async fn run_nested<F: Future>(
         .await
 }
 
-/// Runs `body` as a call holding `handle`, a lock of `kind`, with
-/// `nested` for the calls nested in it, as `on_lost` says (see
-/// [`run_guarded`]).
+/// Runs `body` as the call of `frame`, holding its lock, as `on_lost`
+/// says (see [`run_guarded`]).
 async fn run_body<F: Future>(
     locker: &Locker,
-    kind: &'static str,
-    handle: &LockHandle,
     on_lost: OnLost,
-    nested: Arc<Nested>,
+    frame: Arc<Frame>,
     body: F,
 ) -> Option<F::Output> {
+    let handle = &frame.handle;
     // The frame wraps the loss's race, so that a cancelled body still
     // waits, in `holding`, for a nested call's step.
     // Each layer pinned where it is made and lent to the next: a future
     // passed by value is copied into every layer that holds it.
     let guarded = std::pin::pin!(lost::guarded(handle.lease(), on_lost, body));
-    let held = std::pin::pin!(holding(
-        locker.core(),
-        kind,
-        handle.clone(),
-        nested,
-        guarded
-    ));
+    let held = std::pin::pin!(holding(frame.clone(), guarded));
     run_guarded(locker, handle, on_lost, held).await
 }

@@ -32,26 +32,13 @@ use crate::engine::core::Core;
 use crate::engine::handle::LockHandle;
 
 tokio::task_local! {
-    static HELD: Arc<HeldLocks>;
+    static HELD: Arc<Frame>;
 }
 
-/// The locks held by the annotated calls this task is inside: the
-/// innermost, linked to the one it is nested in (one allocation per call,
-/// where a list copied per call cost two and a copy).
-struct HeldLocks {
-    frame: Frame,
-    outer: Option<Arc<HeldLocks>>,
-}
-
-impl HeldLocks {
-    /// The frames, innermost first.
-    fn frames(self: &Arc<Self>) -> impl Iterator<Item = &Frame> {
-        std::iter::successors(Some(&**self), |held| held.outer.as_deref()).map(|held| &held.frame)
-    }
-}
-
-/// One annotated call holding a lock.
-#[derive(Clone)]
+/// One annotated call holding a lock: who it is to the calls after it in
+/// its task, linked to the frame the task was in when it began (the
+/// task's frames, innermost first), and what it shares with the calls
+/// nested directly in it. One allocation per call.
 pub(crate) struct Frame {
     locker: usize,
     /// Which lock of the key it holds, as the caller names kinds (the
@@ -59,8 +46,64 @@ pub(crate) struct Frame {
     /// different kinds are different locks.
     pub(crate) kind: &'static str,
     pub(crate) handle: LockHandle,
-    /// What the call shares with the calls nested directly in it.
-    pub(crate) nested: Arc<Nested>,
+    outer: Option<Arc<Frame>>,
+    pub(crate) nested: Nested,
+}
+
+impl Frame {
+    /// The frame of a call that holds `handle`, a lock of `kind` taken
+    /// through the locker of `core`: made before its body runs, so that
+    /// whoever lets go of its lock can wait for the calls nested in it
+    /// ([`Nested::settled`]), also when the call is cancelled.
+    pub(crate) fn new(core: &Core, kind: &'static str, handle: LockHandle) -> Arc<Self> {
+        Self::make(core.identity(), kind, handle, None)
+    }
+
+    /// The frame of a call nested in `parent`'s body, under its lock: it
+    /// ends when that body does, if not before.
+    pub(crate) fn nested_in(parent: &Arc<Frame>) -> Arc<Self> {
+        let child = Self::make(
+            parent.locker,
+            parent.kind,
+            parent.handle.clone(),
+            Some(parent.clone()),
+        );
+        let mut children = parent.nested.children();
+        children.retain(|child| child.strong_count() > 0);
+        children.push(Arc::downgrade(&child));
+        drop(children);
+        // Looked at after joining: a parent that ended before has handed
+        // its children on already, this one included or not.
+        if parent.nested.ended.load(Ordering::SeqCst) {
+            child.nested.finish();
+        }
+        child
+    }
+
+    fn make(
+        locker: usize,
+        kind: &'static str,
+        handle: LockHandle,
+        parent: Option<Arc<Frame>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            locker,
+            kind,
+            handle,
+            // Made in the task, and the scope, its body then runs in.
+            outer: HELD.try_with(Arc::clone).ok(),
+            nested: Nested {
+                turns: Semaphore::new(1),
+                ended: AtomicBool::new(false),
+                watched: AtomicBool::new(false),
+                end: Notify::new(),
+                polling: AtomicUsize::new(0),
+                idle: Notify::new(),
+                parent,
+                children: Mutex::new(Vec::new()),
+            },
+        })
+    }
 }
 
 /// What one holding call shares with the calls nested directly in it.
@@ -81,50 +124,14 @@ pub(crate) struct Nested {
     /// each poll of a call nested in this one counts there too, so that
     /// the holder lets go only once no call nested at any depth is
     /// mid-step.
-    parent: Option<Arc<Nested>>,
+    parent: Option<Arc<Frame>>,
     /// The frames of the calls nested in this one's body: they end with
     /// it, even one moved out and not polled since (its own nested calls
     /// look only at it).
-    children: Mutex<Vec<Weak<Nested>>>,
+    children: Mutex<Vec<Weak<Frame>>>,
 }
 
 impl Nested {
-    /// What a holding call will share with the calls nested in it: made
-    /// before its body runs, so that whoever lets go of its lock can wait
-    /// for them ([`Self::settled`]), also when the call is cancelled.
-    pub(crate) fn new() -> Arc<Self> {
-        Self::with_parent(None)
-    }
-
-    /// The same, for a call nested in the holder whose frame is `parent`:
-    /// it ends when that holder's body does, if not before.
-    pub(crate) fn nested_in(parent: &Arc<Nested>) -> Arc<Self> {
-        let child = Self::with_parent(Some(parent.clone()));
-        let mut children = parent.children();
-        children.retain(|child| child.strong_count() > 0);
-        children.push(Arc::downgrade(&child));
-        drop(children);
-        // Looked at after joining: a parent that ended before has handed
-        // its children on already, this one included or not.
-        if parent.ended.load(Ordering::SeqCst) {
-            child.finish();
-        }
-        child
-    }
-
-    fn with_parent(parent: Option<Arc<Nested>>) -> Arc<Self> {
-        Arc::new(Self {
-            turns: Semaphore::new(1),
-            ended: AtomicBool::new(false),
-            watched: AtomicBool::new(false),
-            end: Notify::new(),
-            polling: AtomicUsize::new(0),
-            idle: Notify::new(),
-            parent,
-            children: Mutex::new(Vec::new()),
-        })
-    }
-
     /// Marks the holding call's body ended, and the bodies nested in it,
     /// and wakes who waits for that.
     pub(crate) fn finish(&self) {
@@ -138,18 +145,20 @@ impl Nested {
         }
         let children = std::mem::take(&mut *self.children());
         for child in children.iter().filter_map(Weak::upgrade) {
-            child.finish();
+            child.nested.finish();
         }
     }
 
-    fn children(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Nested>>> {
+    fn children(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Frame>>> {
         // A list of weak references stays whole even if a holder panicked.
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// This frame and those of the holders it is nested in, innermost first.
     fn and_ancestors(&self) -> impl Iterator<Item = &Nested> {
-        std::iter::successors(Some(self), |nested| nested.parent.as_deref())
+        std::iter::successors(Some(self), |nested| {
+            nested.parent.as_deref().map(|parent| &parent.nested)
+        })
     }
 
     /// Runs a nested call's `work`, each poll counted in [`Self::polling`]
@@ -236,11 +245,11 @@ impl Drop for Polling<'_> {
 
 /// Marks its frame's body ended when dropped: when the body returns, and
 /// when the call is cancelled.
-struct EndOnDrop(Arc<Nested>);
+struct EndOnDrop(Arc<Frame>);
 
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
-        self.0.finish();
+        self.0.nested.finish();
     }
 }
 
@@ -258,16 +267,16 @@ impl Drop for EndOnDrop {
 /// }
 /// ```
 pub fn current() -> Option<LockHandle> {
-    HELD.try_with(|held| held.frame.handle.clone()).ok()
+    HELD.try_with(|held| held.handle.clone()).ok()
 }
 
 /// The innermost call of this task that holds `key` through `locker`, as
 /// a lock of one of `kinds` (as the caller names kinds: the exclusive
 /// lock, the fair lock, a read, a write).
-pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Frame> {
+pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Option<Arc<Frame>> {
     let id = core.identity();
     HELD.try_with(|held| {
-        held.frames()
+        std::iter::successors(Some(held), |frame| frame.outer.as_ref())
             .find(|frame| {
                 frame.locker == id && frame.handle.key() == key && kinds.contains(&frame.kind)
             })
@@ -277,28 +286,14 @@ pub(crate) fn held_by_this_task(core: &Core, key: &str, kinds: &[&str]) -> Optio
     .flatten()
 }
 
-/// Runs `body` as a call holding `handle`, a lock of `kind` (a new frame,
-/// with `nested`, its own turns for the calls nested in it).
-pub(crate) async fn holding<F: Future>(
-    core: &Core,
-    kind: &'static str,
-    handle: LockHandle,
-    nested: Arc<Nested>,
-    body: F,
-) -> F::Output {
-    let held = Arc::new(HeldLocks {
-        frame: Frame {
-            locker: core.identity(),
-            kind,
-            handle,
-            nested: nested.clone(),
-        },
-        outer: HELD.try_with(Arc::clone).ok(),
-    });
-    let _end = EndOnDrop(nested.clone());
-    let output = HELD.scope(held, body).await;
+/// Runs `body` as the call of `frame`: its frame the task's innermost
+/// while the body runs.
+pub(crate) async fn holding<F: Future>(frame: Arc<Frame>, body: F) -> F::Output {
+    let end = EndOnDrop(frame.clone());
+    let output = HELD.scope(frame, body).await;
     // A nested call moved out of the body may be mid-step on another
     // thread: it stops at its next `.await`, and the lock is let go after.
+    let nested = &end.0.nested;
     nested.finish();
     nested.settled().await;
     output
