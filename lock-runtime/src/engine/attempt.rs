@@ -648,7 +648,7 @@ impl<P: Primitive> Attempt<P> {
             },
             fence_basis: handover.fence_basis,
             first_lease: handover.first_lease,
-            line: Line::default(),
+            line: None,
         };
         // Counted by the taker: a pass nobody takes is given back, a
         // release and no hand-over.
@@ -781,7 +781,8 @@ impl<P: Primitive> Attempt<P> {
             line: Line {
                 behind,
                 served: Vec::new(),
-            },
+            }
+            .known(),
         }
     }
 
@@ -833,7 +834,7 @@ impl<P: Primitive> Attempt<P> {
             granted_at: now,
             fence_basis: handover.fence_basis,
             first_lease: handover.first_lease,
-            line: Line { behind, served },
+            line: Line { behind, served }.known(),
         };
         handover.taken();
         Some(won)
@@ -1087,8 +1088,8 @@ struct Won {
     /// handed over by a release).
     first_lease: FirstLease,
     /// What it knows of the server's line, when a release handed it over
-    /// (see [`Line`]).
-    line: Line,
+    /// (see [`Line`]); boxed, so that a grant moves small.
+    line: Option<Box<Line>>,
 }
 
 impl Won {
@@ -1100,7 +1101,7 @@ impl Won {
             granted_at: sent_at,
             fence_basis: FenceBasis::issued_now(fence),
             first_lease: FirstLease::Ttl,
-            line: Line::default(),
+            line: None,
         }
     }
 }

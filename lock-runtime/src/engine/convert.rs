@@ -17,7 +17,6 @@ use crate::engine::lease::{FirstLease, Grant, Lease, Role};
 use crate::engine::primitive::Primitive;
 use crate::engine::release::{Hold, Retired};
 use crate::engine::stats::Counters;
-use crate::engine::wait::Line;
 use crate::error::LockError;
 use crate::owner::OwnerToken;
 
@@ -124,6 +123,6 @@ fn follow<Q: Primitive>(
         retired.landing,
         watched,
         retired.renews,
-        Line::default(),
+        None,
     )
 }

@@ -61,11 +61,10 @@ impl<P: Primitive> Hold<P> {
         landing: Option<Landing>,
         watched: Watched,
         renews: bool,
-        line: Line,
+        line: Option<Box<Line>>,
     ) -> Self {
-        let knows_line = line.behind.first().is_some() || !line.served.is_empty();
         Self {
-            line: knows_line.then(|| Box::new(line)),
+            line,
             handle: LockHandle::new(lease),
             core,
             primitive,

@@ -68,6 +68,16 @@ pub(crate) struct Line {
     pub(crate) served: Vec<OwnerToken>,
 }
 
+impl Line {
+    /// This line, boxed, when it knows anything: most holds (every one of
+    /// a lock whose releases hand nothing over) know nothing of a line,
+    /// and a grant or a hold without one stays small to move.
+    pub(crate) fn known(self) -> Option<Box<Line>> {
+        let knows = self.behind.first().is_some() || !self.served.is_empty();
+        knows.then(|| Box::new(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
