@@ -109,8 +109,9 @@ pub(crate) struct Attempt<P: Primitive> {
     let_go: Option<LetGo>,
     /// What a waiter that takes no turn in its locker's line listens with
     /// (see [`Primitive::takes_turn`]); one that does listens with its
-    /// line's.
-    own_listening: Listening,
+    /// line's. Boxed, and made at its first use: most attempts take a
+    /// turn or try once, and an attempt's future is moved whole.
+    own_listening: Option<Box<Listening>>,
     /// The place its token keeps while it waits, watched by the watchdog
     /// (see [`Primitive::place`]): given up when the attempt ends without
     /// the hold.
@@ -180,7 +181,7 @@ impl<P: Primitive> Attempt<P> {
             parked: None,
             timer_due: None,
             let_go: None,
-            own_listening: Listening::default(),
+            own_listening: None,
             place: None,
             last_sent: None,
             served: Vec::new(),
@@ -747,7 +748,7 @@ impl<P: Primitive> Attempt<P> {
     fn listening(&mut self) -> Option<&mut Listening> {
         match self.turn.as_mut() {
             Some(turn) => Some(turn.listening()),
-            None if !self.plan.wait.is_zero() => Some(&mut self.own_listening),
+            None if !self.plan.wait.is_zero() => Some(self.own_listening.get_or_insert_default()),
             None => None,
         }
     }
@@ -1107,12 +1108,18 @@ impl Won {
 }
 
 /// `future`, or None when `deadline` came first (no deadline: never).
-async fn within<F: std::future::Future>(
+///
+/// A plain function, not an `async fn`: that would hold `future` twice (as
+/// its argument and inside the timeout), and an attempt's future is large
+/// enough for each copy to cost at every move.
+fn within<F: std::future::Future>(
     deadline: Option<tokio::time::Instant>,
     future: F,
-) -> Option<F::Output> {
+) -> impl std::future::Future<Output = Option<F::Output>> {
+    use futures_util::FutureExt;
+    use futures_util::future::Either;
     match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
-        None => Some(future.await),
+        Some(deadline) => Either::Left(tokio::time::timeout_at(deadline, future).map(Result::ok)),
+        None => Either::Right(future.map(Some)),
     }
 }
