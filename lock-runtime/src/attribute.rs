@@ -4,6 +4,7 @@
 //! [`crate::__private`].
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,17 +80,29 @@ pub enum OnReleaseError {
 ///
 /// `Ok(body's output)`, or the lock error (not acquired, or lost while
 /// `on_lost = "cancel"`), which the generated code converts with `From`.
-pub async fn run_locked<F: Future>(
+///
+/// The body is boxed here, before the call's own future exists: held
+/// inline (an `async fn` keeps its arguments for its whole run), it would
+/// make each annotated layer's future the size of the one it calls and
+/// then some (nested annotated calls then overflow a stack), and it would
+/// be copied at every move of the call's future.
+pub fn run_locked<F: Future>(
     locker: Result<Locker, LockError>,
     key: String,
     options: Options,
     body: F,
+) -> impl Future<Output = Result<F::Output, LockError>> {
+    locked(locker, key, options, Box::pin(body))
+}
+
+/// [`run_locked`], its body boxed.
+async fn locked<F: Future>(
+    locker: Result<Locker, LockError>,
+    key: String,
+    options: Options,
+    body: Pin<Box<F>>,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
-    // Boxed once: the body is kept across several awaits below, and inline
-    // it would make each annotated layer's future several times the size of
-    // the one it calls (nested annotated calls then overflow a stack).
-    let body = Box::pin(body);
     if let Some(permits) = options.semaphore {
         return permits::run_with_permits(&locker, key, permits, options, body).await;
     }
@@ -132,16 +145,15 @@ pub async fn run_locked<F: Future>(
 /// while holding them, releases them ([`Locker::lock_all`]).
 ///
 /// `Ok(body's output)`, or the lock error, as [`run_locked`].
-pub async fn run_locked_all<F: Future>(
+pub fn run_locked_all<F: Future>(
     locker: Result<Locker, LockError>,
     keys: Vec<String>,
     options: Options,
     body: F,
-) -> Result<F::Output, LockError> {
-    let locker = locker?;
-    // Boxed once, as in `run_locked`.
+) -> impl Future<Output = Result<F::Output, LockError>> {
+    // Boxed at once, as in `run_locked`.
     let body = Box::pin(body);
-    multi::run_with_keys(&locker, keys, options, body).await
+    async move { multi::run_with_keys(&locker?, keys, options, body).await }
 }
 
 /// The guard of a holding call, until its body ended and the call releases
@@ -264,4 +276,49 @@ async fn run_body<F: Future>(
     let guarded = std::pin::pin!(lost::guarded(handle.lease(), on_lost, body));
     let held = std::pin::pin!(holding(frame.clone(), guarded));
     run_guarded(locker, handle, on_lost, held).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        Options {
+            ttl: None,
+            wait: None,
+            watchdog: true,
+            fair: false,
+            on_lost: OnLost::Cancel,
+            on_release_error: OnReleaseError::Warn,
+            reentrant: true,
+            max_hold: None,
+            mode: Mode::Exclusive,
+            semaphore: None,
+            template: "t",
+        }
+    }
+
+    /// A body whose future keeps 16 KiB across an await.
+    async fn large_body() -> usize {
+        let buffer = [1u8; 16 * 1024];
+        tokio::task::yield_now().await;
+        buffer.iter().map(|&b| usize::from(b)).sum()
+    }
+
+    #[test]
+    fn an_annotated_call_does_not_hold_its_body_inline() {
+        let body = large_body();
+        let body_size = std::mem::size_of_val(&body);
+        assert!(body_size >= 16 * 1024);
+        let locker = Err(LockError::config("not connected"));
+        let one = run_locked(locker, "k".to_owned(), options(), body);
+        assert!(
+            std::mem::size_of_val(&one) < body_size / 2,
+            "the call's future is {} bytes for a body of {body_size}",
+            std::mem::size_of_val(&one)
+        );
+        let locker = Err(LockError::config("not connected"));
+        let several = run_locked_all(locker, vec!["k".to_owned()], options(), large_body());
+        assert!(std::mem::size_of_val(&several) < body_size / 2);
+    }
 }
