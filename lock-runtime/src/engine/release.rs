@@ -151,10 +151,10 @@ impl<P: Primitive> Hold<P> {
             // The turn goes to the next in line here, with the hold if it
             // was passed.
         };
-        // Boxed for the same reason as an acquisition (see `LockRequest`).
-        let releasing: BoxFuture<'_, Result<bool, LockError>> =
-            Box::pin(self.core.host.enter(releasing));
-        let deleted = releasing.await.inspect_err(|_| {
+        // Boxed for the same reason as an acquisition (see `Asked`), and
+        // before it is wrapped, as there.
+        let releasing: BoxFuture<'_, Result<bool, LockError>> = Box::pin(releasing);
+        let deleted = self.core.host.enter(releasing).await.inspect_err(|_| {
             release_failed(&self.core, self.handle.lease());
         })?;
         self.released = true;

@@ -160,11 +160,10 @@ impl Asked {
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
-        let running: BoxFuture<'_, Result<Hold<P>, LockError>> = Box::pin(in_span(
-            span,
-            self.core.host.enter(attempt.run(span.clone())),
-        ));
-        running.await
+        // Boxed before it is wrapped: each wrapper would copy it whole.
+        let running: BoxFuture<'_, Result<Hold<P>, LockError>> =
+            Box::pin(attempt.run(span.clone()));
+        in_span(span, self.core.host.enter(running)).await
     }
 }
 
