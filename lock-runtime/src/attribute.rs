@@ -270,9 +270,9 @@ async fn run_body<F: Future>(
 ) -> Option<F::Output> {
     let handle = &frame.handle;
     // The frame wraps the loss's race, so that a cancelled body still
-    // waits, in `holding`, for a nested call's step.
-    // Each layer pinned where it is made and lent to the next: a future
-    // passed by value is copied into every layer that holds it.
+    // waits, in `holding`, for a nested call's step. Each layer is pinned
+    // where it is made and lent to the next: a future passed by value is
+    // copied into every layer that holds it.
     let guarded = std::pin::pin!(lost::guarded(handle.lease(), on_lost, body));
     let held = std::pin::pin!(holding(frame.clone(), guarded));
     run_guarded(locker, handle, on_lost, held).await
