@@ -29,9 +29,12 @@ pub(crate) mod sentinel;
 mod direct;
 mod feed;
 pub(crate) mod flights;
+mod lock_connection;
 mod node_connection;
 pub(crate) mod permissions;
+pub(crate) mod plain;
 mod pool;
+mod resp;
 pub(crate) mod tls;
 
 use futures_util::FutureExt;
@@ -39,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use feed::{ClientSource, ReleaseFeed};
+use plain::PlainCommands;
 use script::{LuaScript, ScriptCall};
 
 use crate::config::LockConfig;
@@ -320,7 +324,7 @@ impl NodeBackend {
     pub(crate) async fn run_plain<T: redis::FromRedisValue + Send>(
         &self,
         route: Route,
-        pipe: &redis::Pipeline,
+        pipe: &PlainCommands,
     ) -> Result<Option<T>, LockError> {
         match self {
             NodeBackend::Memory(_) => Ok(None),

@@ -11,10 +11,13 @@
 
 use std::sync::OnceLock;
 
-use redis::{Cmd, FromRedisValue};
+use redis::{Cmd, FromRedisValue, RedisResult};
 
 use crate::memory::words::Words;
 use crate::memory::{MemoryStore, Twin};
+
+use super::lock_connection::LockConnection;
+use super::resp::{raised, write_bulk};
 
 /// A script's Lua and its SHA1, computed once, and its twin.
 pub(crate) struct LuaScript {
@@ -97,16 +100,50 @@ impl ScriptCall {
 
     /// `EVALSHA`, the usual form.
     pub(crate) fn by_hash(&self) -> &Cmd {
-        self.by_hash
-            .get_or_init(|| self.command("EVALSHA", &self.script.hash))
+        self.by_hash.get_or_init(|| self.command(Form::ByHash))
     }
 
     /// `EVAL` with the whole source, for a node that lacks the script.
     pub(crate) fn in_full(&self) -> Cmd {
-        self.command("EVAL", self.script.source)
+        self.command(Form::InFull)
     }
 
-    fn command(&self, name: &str, script: &str) -> Cmd {
+    /// Appends the call in `form`, as RESP (the bytes `Cmd` would pack),
+    /// to `out`: a connection that writes its own requests takes it with
+    /// no command built, packed and copied first.
+    pub(crate) fn write_resp(&self, form: Form, out: &mut Vec<u8>) {
+        let (name, script) = self.form(form);
+        let words = self.keys.len() + self.args.len();
+        // Each word's header (`$`, its length, two line ends) is under 16.
+        out.reserve(
+            16 * (4 + words)
+                + name.len()
+                + script.len()
+                + self.keys.text_len()
+                + self.args.text_len(),
+        );
+        let mut count = itoa::Buffer::new();
+        out.push(b'*');
+        out.extend_from_slice(count.format(3 + words).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        write_bulk(out, name);
+        write_bulk(out, script);
+        write_bulk(out, count.format(self.keys.len()));
+        for word in self.keys.iter().chain(self.args.iter()) {
+            write_bulk(out, word);
+        }
+    }
+
+    /// The command's name and how it names its script.
+    fn form(&self, form: Form) -> (&'static str, &'static str) {
+        match form {
+            Form::ByHash => ("EVALSHA", &self.script.hash),
+            Form::InFull => ("EVAL", self.script.source),
+        }
+    }
+
+    fn command(&self, form: Form) -> Cmd {
+        let (name, script) = self.form(form);
         // Sized up front: growing the buffers costs more than the call's
         // other allocations together.
         let args = 3 + self.keys.len() + self.args.len();
@@ -130,18 +167,32 @@ impl ScriptCall {
 
     /// Runs the call on `connection`: by SHA, and once more in full if the
     /// node lacks the script (a `NOSCRIPT` answer means it did not run).
-    pub(crate) async fn run<T, C>(&self, connection: &mut C) -> redis::RedisResult<T>
+    pub(crate) async fn run<T, C>(&self, connection: &mut C) -> RedisResult<T>
     where
         T: FromRedisValue,
-        C: redis::aio::ConnectionLike + Send,
+        C: LockConnection,
     {
-        match self.by_hash().query_async(connection).await {
+        let reply = match connection.send_script(self, Form::ByHash).await {
+            Ok(reply) => raised(reply),
+            Err(err) => Err(err),
+        };
+        let reply = match reply {
             Err(err) if err.code() == Some("NOSCRIPT") => {
-                self.in_full().query_async(connection).await
+                raised(connection.send_script(self, Form::InFull).await?)
             }
-            answer => answer,
-        }
+            reply => reply,
+        }?;
+        Ok(redis::from_redis_value(reply)?)
     }
+}
+
+/// How a script call names its script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// `EVALSHA` and the script's SHA1, the usual form.
+    ByHash,
+    /// `EVAL` and the whole source, for a node that lacks the script.
+    InFull,
 }
 
 #[cfg(test)]
@@ -182,6 +233,25 @@ mod tests {
         let in_full = words(&call.in_full());
         assert_eq!(in_full[1], "return ARGV[1]");
         assert_eq!(in_full[2..], words(call.by_hash())[2..]);
+    }
+
+    #[test]
+    fn the_written_resp_is_the_packed_command() {
+        let mut call = ECHO.call();
+        call.key("lock:{a}").arg("t1").arg(100_u64).arg("").arg("é");
+        let forms = [
+            (Form::ByHash, call.by_hash().clone()),
+            (Form::InFull, call.in_full()),
+        ];
+        for (form, command) in forms {
+            let mut out = b"before".to_vec();
+            call.write_resp(form, &mut out);
+            assert_eq!(out[..6], *b"before");
+            assert_eq!(
+                String::from_utf8_lossy(&out[6..]),
+                String::from_utf8_lossy(&command.get_packed_command())
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tokio::sync::OnceCell;
 
 use super::direct::{self, DirectConnection};
 use super::node_connection::NodeConnection;
+use super::plain::PlainCommands;
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ClientSource, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
@@ -179,15 +180,15 @@ impl SingleBackend {
             .await
     }
 
-    /// Runs the pipeline `pipe` on `route`'s connection, within the call
-    /// bound where this server enforces it (see [`OwnBounds`]).
+    /// Runs the plain commands `pipe` on `route`'s connection, within the
+    /// call bound where this server enforces it (see [`OwnBounds`]).
     pub(crate) async fn run_plain<T: FromRedisValue>(
         &self,
         route: Route,
-        pipe: &redis::Pipeline,
+        pipe: &PlainCommands,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within("a lock pipeline", pipe.query_async(&mut connection))
+        self.within("a lock pipeline", pipe.run(&mut connection))
             .await
     }
 

@@ -41,7 +41,7 @@ pub(super) async fn log_in(wire: &Wire, settings: &RedisConnectionInfo) -> Redis
     }
     let count = pipeline.len();
     let mut replies = wire
-        .request(&pipeline.get_packed_pipeline(), 0, count)
+        .request(|out| out.extend(pipeline.get_packed_pipeline()), 0, count)
         .await?
         .into_iter();
     if password.is_some() {
@@ -51,7 +51,9 @@ pub(super) async fn log_in(wire: &Wire, settings: &RedisConnectionInfo) -> Redis
             if settings.username().is_some() && refused_arity(login.as_ref()) {
                 let mut again = redis::cmd("AUTH");
                 again.arg(password);
-                let login = wire.request(&again.get_packed_command(), 0, 1).await?;
+                let login = wire
+                    .request(|out| again.write_packed_command(out), 0, 1)
+                    .await?;
                 if matches!(login.first(), Some(Value::Okay)) {
                     return select_checked(db, replies.next());
                 }

@@ -26,6 +26,9 @@ use tokio::runtime::Handle;
 
 use self::wire::Wire;
 pub(crate) use self::wire::polled_with_yields;
+use super::lock_connection::LockConnection;
+use super::plain::PlainCommands;
+use super::script::{Form, ScriptCall};
 
 /// Whether a connection to `info` can be a [`DirectConnection`]: plain
 /// TCP, RESP2.
@@ -92,11 +95,17 @@ impl DirectConnection {
         }
     }
 
-    /// Sends `request` and returns its replies (`skip` dropped, `take`
-    /// kept), within the response timeout.
-    async fn call(&self, request: &[u8], skip: usize, take: usize) -> RedisResult<Vec<Value>> {
+    /// Sends the request `write` appends (one or more whole commands) and
+    /// returns its replies (`skip` dropped, `take` kept), within the
+    /// response timeout.
+    async fn call(
+        &self,
+        write: impl FnOnce(&mut Vec<u8>),
+        skip: usize,
+        take: usize,
+    ) -> RedisResult<Vec<Value>> {
         let wire = self.node.wire().await?;
-        let answer = wire.request(request, skip, take);
+        let answer = wire.request(write, skip, take);
         match self.response_timeout {
             None => answer.await,
             Some(bound) => match tokio::time::timeout(bound, answer).await {
@@ -167,10 +176,8 @@ impl Node {
 impl redis::aio::ConnectionLike for DirectConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
         async move {
-            let mut replies = self.call(&cmd.get_packed_command(), 0, 1).await?;
-            replies
-                .pop()
-                .ok_or_else(|| io::Error::other("a command without its reply").into())
+            let mut replies = self.call(|out| cmd.write_packed_command(out), 0, 1).await?;
+            replies.pop().ok_or_else(no_reply)
         }
         .boxed()
     }
@@ -182,10 +189,34 @@ impl redis::aio::ConnectionLike for DirectConnection {
         count: usize,
     ) -> redis::RedisFuture<'a, Vec<Value>> {
         let request = pipeline.get_packed_pipeline();
-        async move { self.call(&request, offset, count).await }.boxed()
+        async move {
+            self.call(|out| out.extend_from_slice(&request), offset, count)
+                .await
+        }
+        .boxed()
     }
 
     fn get_db(&self) -> i64 {
         self.node.info.redis_settings().db()
     }
+}
+
+/// Requests written straight into the outgoing bytes.
+impl LockConnection for DirectConnection {
+    async fn send_script(&mut self, call: &ScriptCall, form: Form) -> RedisResult<Value> {
+        let mut replies = self.call(|out| call.write_resp(form, out), 0, 1).await?;
+        replies.pop().ok_or_else(no_reply)
+    }
+
+    async fn send_plain(&mut self, plain: &PlainCommands) -> RedisResult<Value> {
+        let replies = self
+            .call(|out| plain.write_resp(out), 0, plain.len())
+            .await?;
+        Ok(Value::Array(replies))
+    }
+}
+
+/// The error of a command answered with no reply.
+fn no_reply() -> redis::RedisError {
+    io::Error::other("a command without its reply").into()
 }

@@ -147,11 +147,12 @@ impl Wire {
         self.shared.broken.load(Ordering::Acquire)
     }
 
-    /// Sends `request` (one or more whole commands) and waits for its
-    /// replies: `skip` dropped, then `take` returned.
+    /// Sends the request `write` appends to the outgoing bytes (one or
+    /// more whole commands) and waits for its replies: `skip` dropped,
+    /// then `take` returned.
     pub(super) async fn request(
         &self,
-        request: &[u8],
+        write: impl FnOnce(&mut Vec<u8>),
         skip: usize,
         take: usize,
     ) -> redis::RedisResult<Vec<Value>> {
@@ -159,7 +160,7 @@ impl Wire {
             // Nothing to wait for: an empty pipeline.
             return Ok(Vec::new());
         }
-        let answer = self.send(request, skip, take).await?;
+        let answer = self.send(write, skip, take).await?;
         match answer.await {
             Ok(replies) => replies,
             // The connection went away with its slots unanswered.
@@ -167,9 +168,14 @@ impl Wire {
         }
     }
 
-    /// Queues `request` and its slot, and writes (or has written) the
-    /// queue; returns where its replies will arrive.
-    async fn send(&self, request: &[u8], skip: usize, take: usize) -> redis::RedisResult<Answer> {
+    /// Queues the request `write` appends and its slot, and writes (or has
+    /// written) the queue; returns where its replies will arrive.
+    async fn send(
+        &self,
+        write: impl FnOnce(&mut Vec<u8>),
+        skip: usize,
+        take: usize,
+    ) -> redis::RedisResult<Answer> {
         let shared = &self.shared;
         let (sender, answer) = oneshot::channel();
         let at_once = ON_LIBRARY_THREAD.with(Cell::get);
@@ -178,7 +184,7 @@ impl Wire {
             if let Some((kind, why)) = &queue.failure {
                 return Err(io::Error::new(*kind, why.clone()).into());
             }
-            queue.outgoing.extend_from_slice(request);
+            write(&mut queue.outgoing);
             queue.slots.push_back(Slot {
                 skip,
                 take,

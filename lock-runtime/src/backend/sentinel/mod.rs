@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use redis::ConnectionInfo;
 
 use super::feed::Named;
+use super::plain::PlainCommands;
 use super::script::{LuaScript, ScriptCall};
 use super::single::SingleBackend;
 use super::{BatchEntry, ClientSource, ReleaseFeed, Route, tls};
@@ -188,11 +189,11 @@ impl SentinelBackend {
             .await
     }
 
-    /// Runs the pipeline `pipe` on the current master.
+    /// Runs the plain commands `pipe` on the current master.
     pub(crate) async fn run_plain<T: redis::FromRedisValue>(
         &self,
         route: Route,
-        pipe: &redis::Pipeline,
+        pipe: &PlainCommands,
     ) -> Result<T, LockError> {
         self.shared
             .call(|master| async move { master.backend.run_plain(route, pipe).await })

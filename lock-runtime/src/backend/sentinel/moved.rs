@@ -29,10 +29,10 @@ pub(super) fn not_carried_out(err: &RedisError) -> bool {
 }
 
 /// Whether the server refused the call for its role: the error of a
-/// script, or any error of a pipeline (the plain acquire, `SET NX` then
-/// `TIME`, whose `SET` is its only write). A pipeline's own kind and code
-/// are those of its first error only when the redis crate knows that
-/// error's code, which it does not for `NOREPLICAS`: read each error.
+/// script, or of a pipeline (the plain acquire, `SET NX` then `TIME`,
+/// whose `SET` is its only write: its first error). Each error an error
+/// holds is read, and its code compared as written: the redis crate knows
+/// no kind for `NOREPLICAS`.
 fn refused_by_role(err: &RedisError) -> bool {
     let Some(errors) = err.clone().into_server_errors() else {
         return false;

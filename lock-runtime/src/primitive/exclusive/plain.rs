@@ -34,28 +34,29 @@
 
 use redis::{FromRedisValue, ParsingError, Value};
 
+use crate::backend::plain::PlainCommands;
+
 /// The pipeline that takes `lock` for `token` if it is free, then reads
-/// the clock.
-pub(crate) fn take_if_free(lock: &str, token: &str, ttl_ms: u64) -> redis::Pipeline {
-    let mut time = redis::Cmd::with_capacity(1, 4);
-    time.arg("TIME");
-    let mut pipe = redis::Pipeline::with_capacity(2);
-    pipe.add_command(set_nx_px(lock, token, ttl_ms))
-        .add_command(time);
+/// the clock. Sized up front: it runs on every uncontended acquisition.
+pub(crate) fn take_if_free(lock: &str, token: &str, ttl_ms: u64) -> PlainCommands {
+    let mut pipe = PlainCommands::with_capacity(7, lock.len() + token.len() + 40);
+    set_nx_px(&mut pipe, lock, token, ttl_ms).command("TIME");
     pipe
 }
 
-/// `SET lock token NX PX ttl_ms`, sized up front: it runs on every
-/// uncontended acquisition.
-fn set_nx_px(lock: &str, token: &str, ttl_ms: u64) -> redis::Cmd {
-    let mut set = redis::Cmd::with_capacity(6, lock.len() + token.len() + 30);
-    set.arg("SET")
+/// Appends `SET lock token NX PX ttl_ms` to `pipe`.
+fn set_nx_px<'p>(
+    pipe: &'p mut PlainCommands,
+    lock: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> &'p mut PlainCommands {
+    pipe.command("SET")
         .arg(lock)
         .arg(token)
         .arg("NX")
         .arg("PX")
-        .arg(ttl_ms);
-    set
+        .arg(ttl_ms)
 }
 
 /// The answer of [`take_if_free`]: the fence when the `SET` took the
@@ -117,15 +118,14 @@ pub(crate) fn take_if_free_counted(
     ttl_ms: u64,
     counter: &str,
     up_mark: &str,
-) -> redis::Pipeline {
-    let mut incr = redis::Cmd::with_capacity(2, counter.len() + 4);
-    incr.arg("INCR").arg(counter);
-    let mut mark = redis::Cmd::with_capacity(2, up_mark.len() + 3);
-    mark.arg("GET").arg(up_mark);
-    let mut pipe = redis::Pipeline::with_capacity(3);
-    pipe.add_command(set_nx_px(lock, token, ttl_ms))
-        .add_command(incr)
-        .add_command(mark);
+) -> PlainCommands {
+    let bytes = lock.len() + token.len() + counter.len() + up_mark.len() + 40;
+    let mut pipe = PlainCommands::with_capacity(10, bytes);
+    set_nx_px(&mut pipe, lock, token, ttl_ms)
+        .command("INCR")
+        .arg(counter)
+        .command("GET")
+        .arg(up_mark);
     pipe
 }
 
@@ -178,9 +178,10 @@ mod tests {
     use super::*;
 
     /// The words a pipeline sends, in order; never in `MULTI`/`EXEC`.
-    fn sent_words(pipe: &redis::Pipeline) -> Vec<String> {
-        assert!(!pipe.is_transaction());
-        String::from_utf8(pipe.get_packed_pipeline())
+    fn sent_words(pipe: &PlainCommands) -> Vec<String> {
+        let mut packed = Vec::new();
+        pipe.write_resp(&mut packed);
+        String::from_utf8(packed)
             .unwrap()
             .split("\r\n")
             .filter(|w| !w.is_empty() && !w.starts_with(['*', '$']))
@@ -191,6 +192,7 @@ mod tests {
     #[test]
     fn the_pipeline_is_set_nx_then_time() {
         let pipe = take_if_free("lock:{a}", "web/00", 1500);
+        assert_eq!(pipe.len(), 2);
         assert_eq!(
             sent_words(&pipe),
             ["SET", "lock:{a}", "web/00", "NX", "PX", "1500", "TIME"]
@@ -246,6 +248,7 @@ mod tests {
             "lock:fence-counter",
             "lock:up-for",
         );
+        assert_eq!(pipe.len(), 3);
         assert_eq!(
             sent_words(&pipe),
             [

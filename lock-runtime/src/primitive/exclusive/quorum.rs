@@ -89,6 +89,7 @@ use super::counted::Counted;
 use super::votes::Vote;
 use super::{plain, scripts};
 use crate::backend::Route;
+use crate::backend::plain::PlainCommands;
 use crate::backend::redlock::{RedlockBackend, Round, quorum};
 use crate::backend::script::ScriptCall;
 use crate::engine;
@@ -192,7 +193,7 @@ impl Counted for LockKeys {
 /// the acquire script where they did not finish the grant (written at its
 /// first use: a free lock on masters in step never needs it).
 struct Tries {
-    plain: Option<redis::Pipeline>,
+    plain: Option<PlainCommands>,
     keys: LockKeys,
     token: OwnerToken,
     ttl: Duration,

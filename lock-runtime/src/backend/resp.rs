@@ -1,0 +1,80 @@
+//! RESP as the lock's connections write requests and raise the errors in
+//! replies, for requests written straight into a connection's outgoing
+//! bytes ([`super::script::ScriptCall::write_resp`],
+//! [`super::plain::PlainCommands::write_resp`]).
+
+use redis::{RedisResult, Value};
+
+/// Appends `word` to `out` as a RESP bulk string.
+pub(super) fn write_bulk(out: &mut Vec<u8>, word: &str) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(word.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(word.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `reply`, or the first error reply in it, raised as redis-rs raises a
+/// command's error (with its code: `NOSCRIPT`, `READONLY`). The common
+/// reply holds none, and is not rebuilt to learn so.
+pub(super) fn raised(reply: Value) -> RedisResult<Value> {
+    if holds_error(&reply) {
+        reply.extract_error()
+    } else {
+        Ok(reply)
+    }
+}
+
+/// Whether `reply` is or holds an error reply (or is of a kind RESP2
+/// never sends, left to redis-rs to look into).
+fn holds_error(reply: &Value) -> bool {
+    match reply {
+        Value::ServerError(_) => true,
+        Value::Array(items) => items.iter().any(holds_error),
+        Value::Map(_) | Value::Set(_) | Value::Attribute { .. } | Value::Push { .. } => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(reply: &[u8]) -> Value {
+        redis::parse_redis_value(reply).unwrap()
+    }
+
+    #[test]
+    fn a_reply_without_errors_is_kept_as_it_is() {
+        let clean = Value::Array(vec![
+            Value::Int(1),
+            Value::Array(vec![Value::BulkString(b"x".to_vec()), Value::Nil]),
+        ]);
+        assert_eq!(raised(clean.clone()).unwrap(), clean);
+        assert_eq!(raised(Value::Okay).unwrap(), Value::Okay);
+    }
+
+    #[test]
+    fn the_first_error_is_raised_with_its_code_wherever_it_sits() {
+        let noscript = error(b"-NOSCRIPT No matching script\r\n");
+        assert_eq!(
+            raised(noscript.clone()).unwrap_err().code(),
+            Some("NOSCRIPT")
+        );
+        let readonly = error(b"-READONLY You can't write against a read only replica.\r\n");
+        let pipeline = Value::Array(vec![readonly, Value::Int(1), noscript]);
+        assert_eq!(raised(pipeline).unwrap_err().code(), Some("READONLY"));
+        let nested = Value::Array(vec![Value::Array(vec![error(
+            b"-NOREPLICAS Not enough\r\n",
+        )])]);
+        assert_eq!(raised(nested).unwrap_err().code(), Some("NOREPLICAS"));
+    }
+
+    #[test]
+    fn a_bulk_string_is_its_length_and_bytes() {
+        let mut out = Vec::new();
+        write_bulk(&mut out, "");
+        write_bulk(&mut out, "é1");
+        assert_eq!(out, b"$0\r\n\r\n$3\r\n\xc3\xa91\r\n");
+    }
+}
