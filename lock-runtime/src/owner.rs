@@ -11,6 +11,7 @@
 use std::fmt;
 
 use crate::host::forks;
+use crate::memory::words::Word;
 
 /// The value stored in a lock key. Only the holder knows it, so only the
 /// holder can renew or release the lock. Deliberately not `Debug`-printable:
@@ -78,6 +79,18 @@ impl LineId {
 impl fmt::Display for LineId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:032x}", self.0)
+    }
+}
+
+/// As it displays, written without `fmt`: every contended try sends it.
+impl Word for LineId {
+    fn append_to(&self, text: &mut String) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        text.reserve(32);
+        for shift in (0..32).rev() {
+            let digit = (self.0 >> (4 * shift)) & 0xf;
+            text.push(char::from(HEX[digit as usize]));
+        }
     }
 }
 
@@ -222,6 +235,21 @@ impl fmt::Debug for OwnerToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_is_written_as_it_displays() {
+        for line in [
+            LineId(0),
+            LineId(0xabc),
+            LineId(u128::MAX),
+            LineId::random(),
+        ] {
+            let mut text = "x".to_owned();
+            line.append_to(&mut text);
+            assert_eq!(text, format!("x{line}"));
+            assert_eq!(LineId::parse(&text[1..]), Some(line));
+        }
+    }
 
     #[test]
     fn tokens_carry_the_label_and_distinct_secrets() {

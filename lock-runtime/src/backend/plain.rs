@@ -6,11 +6,9 @@
 //! outgoing bytes; redis-rs's connections get a `Pipeline` built from
 //! them.
 
-use std::fmt::Display;
-
 use redis::{FromRedisValue, RedisResult};
 
-use crate::memory::words::Words;
+use crate::memory::words::{Word, Words};
 
 use super::lock_connection::LockConnection;
 use super::resp::{raised, write_bulk};
@@ -54,7 +52,7 @@ impl PlainCommands {
     }
 
     /// Appends an argument to the current command.
-    pub(crate) fn arg(&mut self, arg: impl Display) -> &mut Self {
+    pub(crate) fn arg(&mut self, arg: impl Word) -> &mut Self {
         self.words.push(arg);
         self
     }

@@ -7,8 +7,16 @@ use redis::{RedisResult, Value};
 
 /// Appends `word` to `out` as a RESP bulk string.
 pub(super) fn write_bulk(out: &mut Vec<u8>, word: &str) {
+    let length = word.len();
+    out.reserve(length + 24);
     out.push(b'$');
-    out.extend_from_slice(itoa::Buffer::new().format(word.len()).as_bytes());
+    // A lock call's words are short: their lengths written digit by
+    // digit, without a formatter's call.
+    match u8::try_from(length) {
+        Ok(units @ 0..=9) => out.push(b'0' + units),
+        Ok(tens @ 10..=99) => out.extend_from_slice(&[b'0' + tens / 10, b'0' + tens % 10]),
+        _ => out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes()),
+    }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(word.as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -76,5 +84,11 @@ mod tests {
         write_bulk(&mut out, "");
         write_bulk(&mut out, "é1");
         assert_eq!(out, b"$0\r\n\r\n$3\r\n\xc3\xa91\r\n");
+        for length in [9, 10, 99, 100, 255, 256, 1000] {
+            let word = "w".repeat(length);
+            let mut out = Vec::new();
+            write_bulk(&mut out, &word);
+            assert_eq!(out, format!("${length}\r\n{word}\r\n").into_bytes());
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use redis::{Cmd, FromRedisValue, RedisResult};
 
-use crate::memory::words::Words;
+use crate::memory::words::{Word, Words};
 use crate::memory::{MemoryStore, Twin};
 
 use super::lock_connection::LockConnection;
@@ -92,7 +92,7 @@ impl ScriptCall {
     }
 
     /// Appends an argument (`ARGV[n]`).
-    pub(crate) fn arg(&mut self, arg: impl std::fmt::Display) -> &mut Self {
+    pub(crate) fn arg(&mut self, arg: impl Word) -> &mut Self {
         self.args.push(arg);
         self.by_hash.take();
         self

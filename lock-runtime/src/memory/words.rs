@@ -4,8 +4,6 @@
 //! string (and their ends in one vector) costs two allocations, where a
 //! string per word cost one each.
 
-use std::fmt::{Display, Write};
-
 /// A list of words, appended one by one, read by index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Words {
@@ -22,10 +20,9 @@ impl Words {
         }
     }
 
-    /// Appends `word`, as it displays.
-    pub(crate) fn push(&mut self, word: impl Display) {
-        // Writing to a `String` cannot fail.
-        let _ = write!(self.text, "{word}");
+    /// Appends `word`.
+    pub(crate) fn push(&mut self, word: impl Word) {
+        word.append_to(&mut self.text);
         self.ends.push(self.text.len());
     }
 
@@ -52,7 +49,47 @@ impl Words {
     }
 }
 
-impl<W: Display> FromIterator<W> for Words {
+/// What a word can be: text, a number, or a type of the lock's own that
+/// writes itself as it displays. Written without `fmt`'s machinery, which
+/// cost more than the rest of pushing a word: every lock call writes
+/// several.
+pub(crate) trait Word {
+    /// Appends the word to `text`.
+    fn append_to(&self, text: &mut String);
+}
+
+impl Word for str {
+    fn append_to(&self, text: &mut String) {
+        text.push_str(self);
+    }
+}
+
+impl Word for String {
+    fn append_to(&self, text: &mut String) {
+        text.push_str(self);
+    }
+}
+
+impl<W: Word + ?Sized> Word for &W {
+    fn append_to(&self, text: &mut String) {
+        (**self).append_to(text);
+    }
+}
+
+/// Integers, in decimal.
+macro_rules! integer_words {
+    ($($integer:ty),*) => {$(
+        impl Word for $integer {
+            fn append_to(&self, text: &mut String) {
+                text.push_str(itoa::Buffer::new().format(*self));
+            }
+        }
+    )*};
+}
+
+integer_words!(u8, u16, u32, u64, u128, usize, i32, i64);
+
+impl<W: Word> FromIterator<W> for Words {
     fn from_iter<I: IntoIterator<Item = W>>(words: I) -> Self {
         let mut all = Self::default();
         for word in words {
@@ -72,13 +109,18 @@ mod tests {
         words.push("lock:{a}");
         words.push("");
         words.push(1500_u64);
-        assert_eq!(words.len(), 3);
+        words.push(-7_i64);
+        words.push(u128::MAX);
+        assert_eq!(words.len(), 5);
         assert_eq!(words.get(0), Some("lock:{a}"));
         assert_eq!(words.get(1), Some(""));
         assert_eq!(words.get(2), Some("1500"));
-        assert_eq!(words.get(3), None);
-        assert_eq!(words.iter().collect::<Vec<_>>(), ["lock:{a}", "", "1500"]);
-        assert_eq!(words.text_len(), "lock:{a}1500".len());
+        assert_eq!(words.get(5), None);
+        assert_eq!(
+            words.iter().collect::<Vec<_>>(),
+            ["lock:{a}", "", "1500", "-7", &u128::MAX.to_string()]
+        );
+        assert_eq!(words.text_len(), 14 + u128::MAX.to_string().len());
     }
 
     #[test]

@@ -38,6 +38,7 @@ use crate::engine::handover::GiveBack;
 use crate::engine::primitive::{AcquireReply, PassCall, Passed, Primitive, Try};
 use crate::error::LockError;
 use crate::keys::LockKeys;
+use crate::memory::words::Word;
 use crate::owner::{LineId, OwnerToken};
 use crate::primitive::exclusive::inspect::LockInfo;
 
@@ -107,11 +108,10 @@ impl Primitive for Exclusive {
 /// A line as the acquire script reads it: its id, or empty for none.
 struct LineArg(Option<LineId>);
 
-impl std::fmt::Display for LineArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(line) => line.fmt(f),
-            None => Ok(()),
+impl Word for LineArg {
+    fn append_to(&self, text: &mut String) {
+        if let Some(line) = self.0 {
+            line.append_to(text);
         }
     }
 }
