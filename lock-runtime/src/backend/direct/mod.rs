@@ -41,15 +41,15 @@ pub(crate) fn supports(info: &ConnectionInfo) -> bool {
 #[derive(Clone)]
 pub(crate) struct DirectConnection {
     node: Arc<Node>,
-    /// Bound of one call's wait for its answer; `None` for a connection
-    /// whose callers bound it (`WAIT` may rightly take as long as asked).
-    response_timeout: Option<Duration>,
 }
 
 /// The server and its current socket.
 struct Node {
     info: ConnectionInfo,
     connect_timeout: Duration,
+    /// Bound of one call's wait for its answer; `None` for a connection
+    /// whose callers bound it (`WAIT` may rightly take as long as asked).
+    response_timeout: Option<Duration>,
     /// The library's runtime: sockets and their readers live there.
     runtime: Handle,
     wire: Mutex<Option<Arc<Wire>>>,
@@ -69,15 +69,13 @@ impl DirectConnection {
         let node = Arc::new(Node {
             info,
             connect_timeout,
+            response_timeout,
             runtime: Handle::current(),
             wire: Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),
         });
         node.wire().await?;
-        Ok(Self {
-            node,
-            response_timeout,
-        })
+        Ok(Self { node })
     }
 
     /// Another connection to the same server, with no response timeout of
@@ -87,11 +85,11 @@ impl DirectConnection {
             node: Arc::new(Node {
                 info: self.node.info.clone(),
                 connect_timeout: self.node.connect_timeout,
+                response_timeout: None,
                 runtime: self.node.runtime.clone(),
                 wire: Mutex::new(None),
                 opening: tokio::sync::Mutex::new(()),
             }),
-            response_timeout: None,
         }
     }
 
@@ -105,14 +103,7 @@ impl DirectConnection {
         take: usize,
     ) -> RedisResult<Vec<Value>> {
         let wire = self.node.wire().await?;
-        let answer = wire.request(write, skip, take);
-        match self.response_timeout {
-            None => answer.await,
-            Some(bound) => match tokio::time::timeout(bound, answer).await {
-                Ok(answer) => answer,
-                Err(_) => Err(io::Error::from(io::ErrorKind::TimedOut).into()),
-            },
-        }
+        wire.request(write, skip, take).await
     }
 }
 
@@ -167,7 +158,7 @@ impl Node {
         // Callers write small requests of their own: Nagle's algorithm
         // would hold one back behind another's unacknowledged bytes.
         stream.set_nodelay(true)?;
-        let wire = Wire::start(stream, &self.runtime);
+        let wire = Wire::start(stream, &self.runtime, self.response_timeout);
         handshake::log_in(&wire, self.info.redis_settings()).await?;
         Ok(wire)
     }

@@ -153,6 +153,48 @@ async fn a_frozen_server_times_out_and_later_replies_find_their_callers() {
     assert_eq!(get(&mut connection, "after").await.as_deref(), Some("2"));
 }
 
+/// The reader's one timer is armed for the oldest request: a request sent
+/// after it, and one sent while another already waits, each time out at
+/// their own deadline, never before it.
+#[tokio::test]
+async fn each_request_times_out_at_its_own_deadline_under_one_timer() {
+    let server = RedisServer::start();
+    let mut connection = connect(&server).await;
+    // Answered at once: the timer is now armed for a deadline that
+    // passes while the next requests wait.
+    assert_eq!(get(&mut connection, "k").await, None);
+    tokio::time::sleep(RESPONSE / 2).await;
+    server.pause();
+    let mut first_connection = connection.clone();
+    let first_started = Instant::now();
+    let first = tokio::spawn(async move {
+        let err = redis::cmd("GET")
+            .arg("k")
+            .query_async::<Option<String>>(&mut first_connection)
+            .await
+            .unwrap_err();
+        (err, first_started.elapsed())
+    });
+    tokio::time::sleep(RESPONSE / 2).await;
+    let second_started = Instant::now();
+    let err = redis::cmd("GET")
+        .arg("k")
+        .query_async::<Option<String>>(&mut connection)
+        .await
+        .unwrap_err();
+    let second_waited = second_started.elapsed();
+    let (first_err, first_waited) = first.await.unwrap();
+    assert!(first_err.is_timeout(), "{first_err}");
+    assert!(err.is_timeout(), "{err}");
+    assert!(first_waited >= RESPONSE, "{first_waited:?}");
+    assert!(second_waited >= RESPONSE, "{second_waited:?}");
+    // Not held for a later deadline either: the second request was sent
+    // while the first waited, and its timeout is its own.
+    assert!(second_waited < RESPONSE * 3, "{second_waited:?}");
+    server.resume();
+    assert_eq!(get(&mut connection, "k").await, None);
+}
+
 #[tokio::test]
 async fn a_killed_server_fails_the_call_and_the_next_call_reconnects() {
     let mut server = RedisServer::start();

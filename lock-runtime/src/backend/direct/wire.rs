@@ -18,6 +18,13 @@
 //! [`polled_with_yields`]. A
 //! write the socket cannot take at once, or a batch whose leader was
 //! cancelled, is finished by a flusher task on the library's thread.
+//!
+//! The response timeout is the reader's, not each caller's: a request
+//! carries its deadline, and one timer on the library's thread fails the
+//! requests whose deadline passed. It is armed for the oldest request
+//! waiting and, when it goes off, moved on to the next: while answers
+//! flow it goes off about once per timeout, where a timer per call cost
+//! the caller about a thousand instructions to arm and disarm.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -29,6 +36,7 @@ use redis::Value;
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, oneshot};
+use tokio::time::{Duration, Instant};
 
 use super::reply;
 
@@ -75,11 +83,17 @@ pub(super) struct Wire {
 
 struct Shared {
     stream: TcpStream,
+    /// Bound of a request's wait for its replies; `None` for a connection
+    /// whose callers bound it (`WAIT` may rightly take as long as asked).
+    response_timeout: Option<Duration>,
     queue: Mutex<Queue>,
     /// Set once the connection failed: no request is taken after it.
     broken: AtomicBool,
     /// Wakes the flusher: a batch to finish.
     flush: Notify,
+    /// Wakes the reader: a request with a deadline while its timer was
+    /// not armed.
+    arm: Notify,
     /// Tells both tasks that the handle is gone.
     closing: Notify,
     closed: AtomicBool,
@@ -96,6 +110,9 @@ struct Queue {
     writer: Writer,
     /// Why the connection failed, once it did.
     failure: Option<(io::ErrorKind, String)>,
+    /// Whether the reader's timer is armed (or about to be) for a
+    /// request's deadline.
+    timer_armed: bool,
 }
 
 /// Who writes the queued bytes now.
@@ -116,23 +133,36 @@ struct Slot {
     skip: usize,
     take: usize,
     replies: Vec<Value>,
-    answer: oneshot::Sender<redis::RedisResult<Vec<Value>>>,
+    /// When the request is answered with a timeout if its replies are not
+    /// all in.
+    deadline: Option<Instant>,
+    /// Taken when answered: a request that timed out keeps its place, to
+    /// take its replies when they come.
+    answer: Option<oneshot::Sender<redis::RedisResult<Vec<Value>>>>,
 }
 
 impl Wire {
     /// Starts the reader and the flusher of `stream` on `runtime` (the
-    /// library's).
-    pub(super) fn start(stream: TcpStream, runtime: &Handle) -> Self {
+    /// library's); each request waits at most `response_timeout` for its
+    /// replies.
+    pub(super) fn start(
+        stream: TcpStream,
+        runtime: &Handle,
+        response_timeout: Option<Duration>,
+    ) -> Self {
         let shared = Arc::new(Shared {
             stream,
+            response_timeout,
             queue: Mutex::new(Queue {
                 outgoing: Vec::new(),
                 slots: VecDeque::new(),
                 writer: Writer::Nobody,
                 failure: None,
+                timer_armed: false,
             }),
             broken: AtomicBool::new(false),
             flush: Notify::new(),
+            arm: Notify::new(),
             closing: Notify::new(),
             closed: AtomicBool::new(false),
             leaders: AtomicU64::new(0),
@@ -148,8 +178,8 @@ impl Wire {
     }
 
     /// Sends the request `write` appends to the outgoing bytes (one or
-    /// more whole commands) and waits for its replies: `skip` dropped,
-    /// then `take` returned.
+    /// more whole commands) and waits for its replies, within the response
+    /// timeout: `skip` dropped, then `take` returned.
     pub(super) async fn request(
         &self,
         write: impl FnOnce(&mut Vec<u8>),
@@ -179,18 +209,26 @@ impl Wire {
         let shared = &self.shared;
         let (sender, answer) = oneshot::channel();
         let at_once = ON_LIBRARY_THREAD.with(Cell::get);
+        let mut arm = false;
         let lead = {
             let mut queue = shared.lock();
             if let Some((kind, why)) = &queue.failure {
                 return Err(io::Error::new(*kind, why.clone()).into());
             }
+            // Read under the lock: deadlines rise in wire order.
+            let deadline = shared.response_timeout.map(|bound| Instant::now() + bound);
             write(&mut queue.outgoing);
             queue.slots.push_back(Slot {
                 skip,
                 take,
                 replies: Vec::with_capacity(take),
-                answer: sender,
+                deadline,
+                answer: Some(sender),
             });
+            if deadline.is_some() && !queue.timer_armed {
+                queue.timer_armed = true;
+                arm = true;
+            }
             match queue.writer {
                 Writer::Nobody | Writer::Leader(_) if at_once => {
                     queue.writer = Writer::Caller;
@@ -204,6 +242,9 @@ impl Wire {
                 Writer::Leader(_) | Writer::Caller | Writer::Flusher => Lead::No,
             }
         };
+        if arm {
+            shared.arm.notify_one();
+        }
         match lead {
             Lead::No => {}
             Lead::Now => shared.write_queued(),
@@ -347,11 +388,38 @@ impl Shared {
             queue.outgoing = Vec::new();
             std::mem::take(&mut queue.slots)
         };
-        for slot in slots {
-            let _ = slot
-                .answer
-                .send(Err(io::Error::new(kind, why.to_owned()).into()));
+        for answer in slots.into_iter().filter_map(|slot| slot.answer) {
+            let _ = answer.send(Err(io::Error::new(kind, why.to_owned()).into()));
         }
+    }
+
+    /// Answers every request whose deadline passed with a timeout, and
+    /// tells when the next deadline is (None: no request has one; the
+    /// timer is then disarmed until a request brings one).
+    fn expire_overdue(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut overdue = Vec::new();
+        let next = {
+            let mut queue = self.lock();
+            let mut next = None;
+            // In wire order, so in order of their deadlines.
+            for slot in queue.slots.iter_mut() {
+                let Some(deadline) = slot.deadline else {
+                    continue;
+                };
+                if deadline > now {
+                    next = Some(deadline);
+                    break;
+                }
+                overdue.extend(slot.answer.take());
+            }
+            queue.timer_armed = next.is_some();
+            next
+        };
+        for answer in overdue {
+            let _ = answer.send(Err(io::Error::from(io::ErrorKind::TimedOut).into()));
+        }
+        next
     }
 
     /// Hands `replies`, in order, to the slots waiting for them.
@@ -370,14 +438,15 @@ impl Shared {
                 slot.replies.push(reply);
                 if slot.replies.len() == slot.take
                     && let Some(slot) = queue.slots.pop_front()
+                    && let Some(answer) = slot.answer
                 {
-                    answered.push(slot);
+                    answered.push((answer, slot.replies));
                 }
             }
         }
         // Outside the lock: a woken caller may queue its next request.
-        for slot in answered {
-            let _ = slot.answer.send(Ok(slot.replies));
+        for (answer, replies) in answered {
+            let _ = answer.send(Ok(replies));
         }
         Ok(())
     }
@@ -396,6 +465,9 @@ async fn read_replies(shared: Arc<Shared>) {
     ON_LIBRARY_THREAD.with(|on| on.set(true));
     let mut buffer = Vec::with_capacity(16 * 1024);
     let mut replies = Vec::new();
+    let timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(timer);
+    let mut timing = false;
     let (kind, why) = loop {
         if shared.closed.load(Ordering::Acquire) {
             break (
@@ -403,14 +475,25 @@ async fn read_replies(shared: Arc<Shared>) {
                 "the connection was closed".to_owned(),
             );
         }
-        tokio::select! {
+        let expire = tokio::select! {
             biased;
             () = shared.closing.notified() => continue,
+            () = shared.arm.notified() => true,
+            () = &mut timer, if timing => true,
             readable = shared.stream.readable() => {
                 if let Err(err) = readable {
                     break (err.kind(), format!("reading from Redis: {err}"));
                 }
+                false
             }
+        };
+        if expire {
+            let next = shared.expire_overdue();
+            timing = next.is_some();
+            if let Some(next) = next {
+                timer.as_mut().reset(next);
+            }
+            continue;
         }
         match shared.stream.try_read_buf(&mut buffer) {
             Ok(0) => {
