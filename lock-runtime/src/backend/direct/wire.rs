@@ -91,11 +91,10 @@ struct Shared {
     broken: AtomicBool,
     /// Wakes the flusher: a batch to finish.
     flush: Notify,
-    /// Wakes the reader: a request with a deadline while its timer was
-    /// not armed.
-    arm: Notify,
-    /// Tells both tasks that the handle is gone.
-    closing: Notify,
+    /// Wakes the reader: the handle is gone, or a request with a deadline
+    /// came while its timer was not armed.
+    attention: Notify,
+    /// Set when the handle is gone (both tasks then end).
     closed: AtomicBool,
     /// Numbers each batch's leader, so that a leader back from its yield
     /// knows whether its batch was taken over.
@@ -162,8 +161,7 @@ impl Wire {
             }),
             broken: AtomicBool::new(false),
             flush: Notify::new(),
-            arm: Notify::new(),
-            closing: Notify::new(),
+            attention: Notify::new(),
             closed: AtomicBool::new(false),
             leaders: AtomicU64::new(0),
         });
@@ -243,7 +241,7 @@ impl Wire {
             }
         };
         if arm {
-            shared.arm.notify_one();
+            shared.attention.notify_one();
         }
         match lead {
             Lead::No => {}
@@ -276,7 +274,7 @@ impl Drop for Wire {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Release);
         // Stored permits: a task not waiting yet sees it at its next wait.
-        self.shared.closing.notify_one();
+        self.shared.attention.notify_one();
         self.shared.flush.notify_one();
     }
 }
@@ -468,6 +466,10 @@ async fn read_replies(shared: Arc<Shared>) {
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut timing = false;
+    // Kept across turns, and made again only once it fired: a wait made
+    // each turn costs a registration and a removal per read.
+    let attention = shared.attention.notified();
+    tokio::pin!(attention);
     let (kind, why) = loop {
         if shared.closed.load(Ordering::Acquire) {
             break (
@@ -477,8 +479,10 @@ async fn read_replies(shared: Arc<Shared>) {
         }
         let expire = tokio::select! {
             biased;
-            () = shared.closing.notified() => continue,
-            () = shared.arm.notified() => true,
+            () = &mut attention => {
+                attention.set(shared.attention.notified());
+                true
+            }
             () = &mut timer, if timing => true,
             readable = shared.stream.readable() => {
                 if let Err(err) = readable {
