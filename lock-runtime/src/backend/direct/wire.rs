@@ -137,8 +137,11 @@ struct Slot {
     deadline: Option<Instant>,
     /// Taken when answered: a request that timed out keeps its place, to
     /// take its replies when they come.
-    answer: Option<oneshot::Sender<redis::RedisResult<Vec<Value>>>>,
+    answer: Option<Sender>,
 }
+
+/// Where a request's answer is sent.
+type Sender = oneshot::Sender<redis::RedisResult<Vec<Value>>>;
 
 impl Wire {
     /// Starts the reader and the flusher of `stream` on `runtime` (the
@@ -420,9 +423,13 @@ impl Shared {
         next
     }
 
-    /// Hands `replies`, in order, to the slots waiting for them.
-    fn deliver(&self, replies: &mut Vec<Value>) -> Result<(), &'static str> {
-        let mut answered = Vec::new();
+    /// Hands `replies`, in order, to the slots waiting for them;
+    /// `answered` is room for the answers, empty and kept between calls.
+    fn deliver(
+        &self,
+        replies: &mut Vec<Value>,
+        answered: &mut Vec<(Sender, Vec<Value>)>,
+    ) -> Result<(), &'static str> {
         {
             let mut queue = self.lock();
             for reply in replies.drain(..) {
@@ -443,7 +450,7 @@ impl Shared {
             }
         }
         // Outside the lock: a woken caller may queue its next request.
-        for (answer, replies) in answered {
+        for (answer, replies) in answered.drain(..) {
             let _ = answer.send(Ok(replies));
         }
         Ok(())
@@ -463,6 +470,7 @@ async fn read_replies(shared: Arc<Shared>) {
     ON_LIBRARY_THREAD.with(|on| on.set(true));
     let mut buffer = Vec::with_capacity(16 * 1024);
     let mut replies = Vec::new();
+    let mut answered = Vec::new();
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut timing = false;
@@ -528,7 +536,7 @@ async fn read_replies(shared: Arc<Shared>) {
                 format!("reading from Redis: {why}"),
             );
         }
-        if let Err(why) = shared.deliver(&mut replies) {
+        if let Err(why) = shared.deliver(&mut replies, &mut answered) {
             break (
                 io::ErrorKind::InvalidData,
                 format!("reading from Redis: {why}"),
