@@ -1,14 +1,16 @@
 //! [`Words`]: the keys or the arguments of a script call, in one buffer.
 //!
 //! Every lock operation writes a script call; keeping its words in one
-//! string (and their ends in one vector) costs two allocations, where a
-//! string per word cost one each.
+//! string costs one allocation, where a string per word cost one each.
+//! Their ends are kept beside it, the first few inline: a lock call's
+//! keys and arguments need no second allocation (a batch of renewals
+//! does).
 
 /// A list of words, appended one by one, read by index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Words {
     text: String,
-    ends: Vec<usize>,
+    ends: Ends,
 }
 
 impl Words {
@@ -16,7 +18,7 @@ impl Words {
     pub(crate) fn with_capacity(words: usize, bytes: usize) -> Self {
         Self {
             text: String::with_capacity(bytes),
-            ends: Vec::with_capacity(words),
+            ends: Ends::with_capacity(words),
         }
     }
 
@@ -28,14 +30,17 @@ impl Words {
 
     /// The `index`th word (from 0).
     pub(crate) fn get(&self, index: usize) -> Option<&str> {
-        let end = *self.ends.get(index)?;
-        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
-        Some(&self.text[start..end])
+        let end = self.ends.get(index)?;
+        let start = match index.checked_sub(1) {
+            Some(before) => self.ends.get(before)?,
+            None => 0,
+        };
+        self.text.get(start..end)
     }
 
     /// How many words there are.
     pub(crate) fn len(&self) -> usize {
-        self.ends.len()
+        self.ends.len
     }
 
     /// The words in order.
@@ -46,6 +51,47 @@ impl Words {
     /// The length of all words together.
     pub(crate) fn text_len(&self) -> usize {
         self.text.len()
+    }
+}
+
+/// How many word ends [`Ends`] keeps inline: more than a lock call's keys
+/// or arguments (the plain acquire sends seven words, the fair lock's
+/// try eight).
+const INLINE_ENDS: usize = 8;
+
+/// Where each word ends in the text: the first [`INLINE_ENDS`] inline,
+/// the rest in a vector.
+#[derive(Clone, Debug, Default)]
+struct Ends {
+    len: usize,
+    inline: [usize; INLINE_ENDS],
+    more: Vec<usize>,
+}
+
+impl Ends {
+    fn with_capacity(ends: usize) -> Self {
+        Self {
+            more: Vec::with_capacity(ends.saturating_sub(INLINE_ENDS)),
+            ..Self::default()
+        }
+    }
+
+    fn push(&mut self, end: usize) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = end,
+            None => self.more.push(end),
+        }
+        self.len += 1;
+    }
+
+    fn get(&self, index: usize) -> Option<usize> {
+        if index >= self.len {
+            return None;
+        }
+        match index.checked_sub(INLINE_ENDS) {
+            None => self.inline.get(index).copied(),
+            Some(spilled) => self.more.get(spilled).copied(),
+        }
     }
 }
 
@@ -121,6 +167,23 @@ mod tests {
             ["lock:{a}", "", "1500", "-7", &u128::MAX.to_string()]
         );
         assert_eq!(words.text_len(), 14 + u128::MAX.to_string().len());
+    }
+
+    #[test]
+    fn words_past_the_inline_ends_read_back_too() {
+        let mut words = Words::with_capacity(2, 8);
+        let written: Vec<String> = (0..INLINE_ENDS * 3).map(|n| format!("w{n}")).collect();
+        for word in &written {
+            words.push(word.as_str());
+        }
+        assert_eq!(words.len(), written.len());
+        assert_eq!(words.iter().collect::<Vec<_>>(), written);
+        assert_eq!(
+            words.get(INLINE_ENDS - 1),
+            Some(written[INLINE_ENDS - 1].as_str())
+        );
+        assert_eq!(words.get(INLINE_ENDS), Some(written[INLINE_ENDS].as_str()));
+        assert_eq!(words.get(written.len()), None);
     }
 
     #[test]
