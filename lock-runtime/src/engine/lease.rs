@@ -1,14 +1,14 @@
 //! The state one held lock shares between its guard, its handles and the
 //! watchdog: held, lost or released, and until when the holder may trust it.
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 use crate::backend::Route;
 use crate::engine::fence::FenceBasis;
+use crate::engine::lease_state::StateCell;
 use crate::engine::renewal::LeaseKind;
 use crate::engine::validity;
 use crate::host::clock::Clock;
@@ -158,7 +158,7 @@ pub(crate) struct Lease {
     /// last confirmed: until a renewal sent after the move confirms it
     /// there, it is not passed in process (see [`crate::engine::handover`]).
     unconfirmed_since_move: AtomicBool,
-    state: watch::Sender<LeaseState>,
+    state: StateCell,
     validity: Mutex<Validity>,
 }
 
@@ -218,13 +218,13 @@ impl Lease {
             fence_basis: grant.fence_basis,
             capped: AtomicBool::new(false),
             unconfirmed_since_move: AtomicBool::new(false),
-            state: watch::Sender::new(LeaseState::Held),
+            state: StateCell::new(LeaseState::Held),
         }
     }
 
     /// The state now.
     pub(crate) fn state(&self) -> LeaseState {
-        *self.state.borrow()
+        self.state.get()
     }
 
     /// Held and still inside its local validity window.
@@ -288,16 +288,15 @@ impl Lease {
     }
 
     /// Moves a held lease to `to`; true when this call made the change.
-    /// `account` runs before anyone waiting on [`Self::subscribe`] is
-    /// woken, so what it records is visible to them.
+    /// `account` runs under the state's lock, before anyone waiting on
+    /// [`Self::lost_signal`] is woken and before anyone sees the new
+    /// state, so what it records is visible to them.
     pub(crate) fn leave_held(&self, to: LeaseState, account: impl FnOnce()) -> bool {
-        let mut left = false;
-        self.state.send_if_modified(|state| {
+        self.state.modify(|state| {
             if *state != LeaseState::Held {
                 return false;
             }
             *state = to;
-            left = true;
             account();
             // A place was never a lock held.
             if self.role == Role::Hold {
@@ -305,16 +304,8 @@ impl Lease {
                     self.clock.now().saturating_duration_since(self.granted_at)
                 });
             }
-            // Wake subscribers only if there are any: most holds have
-            // none, and the wake-up walks every shard of the channel's
-            // notifier. One subscribing meanwhile is either counted here
-            // (and woken) or looks at the value only after this write
-            // (`lost::signal` looks under the value's lock before it
-            // waits, and a look before this write would have made its
-            // count visible here), so it sees the new state.
-            self.state.receiver_count() > 0
-        });
-        left
+            true
+        })
     }
 
     /// Records that the lease was lost to its hold cap (before it leaves
@@ -349,12 +340,10 @@ impl Lease {
         self.leave_held(LeaseState::Released, || {});
     }
 
-    /// A receiver that is woken by every state change after it was made.
-    /// It must look at the value before it waits (`wait_for` does): a
-    /// change made while nobody subscribed wakes nobody (see
-    /// [`Self::leave_held`]).
-    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaseState> {
-        self.state.subscribe()
+    /// Completes once the lease is lost; never for a lease released by
+    /// its holder (see [`StateCell::lost`]).
+    pub(crate) fn lost_signal(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
+        self.state.lost()
     }
 }
 
@@ -398,34 +387,26 @@ pub(crate) mod tests {
         assert_eq!(lease.state(), LeaseState::Released);
     }
 
-    /// Whether a receiver's `wait_for(Lost)` completes at once (polled
-    /// once, no runtime needed).
-    fn sees_lost_now(state: &mut watch::Receiver<LeaseState>) -> bool {
-        let waiting = state.wait_for(|s| *s == LeaseState::Lost);
-        futures_util::FutureExt::now_or_never(waiting).is_some_and(|seen| seen.is_ok())
-    }
-
     #[test]
-    fn a_subscriber_from_before_the_loss_is_woken() {
+    fn a_loss_signal_from_before_the_loss_is_woken() {
         let lease = lease();
-        let mut state = lease.subscribe();
-        assert!(!sees_lost_now(&mut state));
-        let mut changed = Box::pin(state.changed());
+        let mut signal = Box::pin(lease.lost_signal());
         let waker = futures_util::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
-        assert!(changed.as_mut().poll(&mut cx).is_pending());
-        assert!(lease.leave_held(LeaseState::Lost, || {}));
-        // Counted when the lease left `Held`: the change was announced.
-        assert!(changed.as_mut().poll(&mut cx).is_ready());
+        assert!(signal.as_mut().poll(&mut cx).is_pending());
+        let mut accounted = false;
+        assert!(lease.leave_held(LeaseState::Lost, || accounted = true));
+        assert!(accounted);
+        assert!(signal.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]
-    fn a_subscriber_from_after_an_unheard_loss_still_sees_it() {
+    fn a_loss_signal_from_after_an_unheard_loss_still_sees_it() {
         let lease = lease();
         // Nobody listens: the change is made without a wake-up.
         assert!(lease.leave_held(LeaseState::Lost, || {}));
-        let mut state = lease.subscribe();
-        assert!(sees_lost_now(&mut state));
+        let signal = lease.lost_signal();
+        assert_eq!(futures_util::FutureExt::now_or_never(signal), Some(()));
         assert_eq!(lease.state(), LeaseState::Lost);
     }
 

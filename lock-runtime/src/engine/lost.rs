@@ -170,13 +170,7 @@ pub(crate) fn declare_if_lapsed(lease: &Lease, counters: &Counters) -> bool {
 /// its holder. Owns what it needs (`'static`), so it can be raced against
 /// the work the lock protects.
 pub(crate) fn signal(lease: &Arc<Lease>) -> impl Future<Output = ()> + Send + use<> {
-    let mut state = lease.subscribe();
-    async move {
-        if state.wait_for(|s| *s == LeaseState::Lost).await.is_err() {
-            // The lease was dropped without being lost: never completes.
-            std::future::pending::<()>().await;
-        }
-    }
+    lease.lost_signal()
 }
 
 /// What a body does when its lock is lost (`on_lost = ".."`).

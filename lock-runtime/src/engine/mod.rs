@@ -13,6 +13,7 @@ pub(crate) mod fence;
 pub(crate) mod handle;
 pub(crate) mod handover;
 pub(crate) mod lease;
+pub(crate) mod lease_state;
 pub(crate) mod lost;
 pub(crate) mod primitive;
 pub(crate) mod quorum;
