@@ -11,7 +11,6 @@
 use std::fmt;
 
 use crate::host::forks;
-use crate::memory::words::Word;
 
 /// The value stored in a lock key. Only the holder knows it, so only the
 /// holder can renew or release the lock. Deliberately not `Debug`-printable:
@@ -82,15 +81,17 @@ impl fmt::Display for LineId {
     }
 }
 
-/// As it displays, written without `fmt`: every contended try sends it.
-impl Word for LineId {
-    fn append_to(&self, text: &mut String) {
+impl LineId {
+    /// The 32 hex digits it displays as, written without `fmt` (every
+    /// contended try sends them).
+    pub(crate) fn hex_digits(self) -> [u8; 32] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        text.reserve(32);
-        for shift in (0..32).rev() {
-            let digit = (self.0 >> (4 * shift)) & 0xf;
-            text.push(char::from(HEX[digit as usize]));
+        let mut digits = [0; 32];
+        for (at, digit) in digits.iter_mut().enumerate() {
+            let shift = 4 * (31 - at);
+            *digit = HEX[((self.0 >> shift) & 0xf) as usize];
         }
+        digits
     }
 }
 
@@ -244,10 +245,9 @@ mod tests {
             LineId(u128::MAX),
             LineId::random(),
         ] {
-            let mut text = "x".to_owned();
-            line.append_to(&mut text);
-            assert_eq!(text, format!("x{line}"));
-            assert_eq!(LineId::parse(&text[1..]), Some(line));
+            let text = String::from_utf8(line.hex_digits().to_vec()).unwrap();
+            assert_eq!(text, line.to_string());
+            assert_eq!(LineId::parse(&text), Some(line));
         }
     }
 

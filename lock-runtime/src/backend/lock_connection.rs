@@ -7,13 +7,47 @@
 use std::future::Future;
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Value};
+use redis::{FromRedisValue, RedisResult, Value};
 
 use super::plain::PlainCommands;
+use super::resp::raised;
 use super::script::{Form, ScriptCall};
 
 /// A connection the lock's requests run on (see the module's doc).
 pub(crate) trait LockConnection: ConnectionLike + Send + Sized {
+    /// Runs `call`: by SHA, and once more in full if the node lacks the
+    /// script (a `NOSCRIPT` answer means it did not run).
+    fn run_script<'a, T: FromRedisValue>(
+        &'a mut self,
+        call: &'a ScriptCall,
+    ) -> impl Future<Output = RedisResult<T>> + Send + 'a {
+        async move {
+            let reply = match self.send_script(call, Form::ByHash).await {
+                Ok(reply) => raised(reply),
+                Err(err) => Err(err),
+            };
+            let reply = match reply {
+                Err(err) if err.code() == Some("NOSCRIPT") => {
+                    raised(self.send_script(call, Form::InFull).await?)
+                }
+                reply => reply,
+            }?;
+            Ok(redis::from_redis_value(reply)?)
+        }
+    }
+
+    /// Runs `plain`; an error reply of any of its commands is the answer
+    /// (the first one, with its code).
+    fn run_plain<'a, T: FromRedisValue>(
+        &'a mut self,
+        plain: &'a PlainCommands,
+    ) -> impl Future<Output = RedisResult<T>> + Send + 'a {
+        async move {
+            let replies = raised(self.send_plain(plain).await?)?;
+            Ok(redis::from_redis_value(replies)?)
+        }
+    }
+
     /// Sends `call` in `form` and answers its reply as read: an error
     /// reply is not raised yet.
     fn send_script<'a>(

@@ -6,12 +6,9 @@
 //! outgoing bytes; redis-rs's connections get a `Pipeline` built from
 //! them.
 
-use redis::{FromRedisValue, RedisResult};
-
 use crate::memory::words::{Word, Words};
 
-use super::lock_connection::LockConnection;
-use super::resp::{raised, write_bulk};
+use super::resp::write_bulk;
 
 /// The most commands one [`PlainCommands`] holds.
 const MAX_COMMANDS: usize = 4;
@@ -86,17 +83,6 @@ impl PlainCommands {
                 write_bulk(out, word);
             }
         }
-    }
-
-    /// Runs the commands on `connection`; an error reply of any of them
-    /// is the answer (the first one, with its code).
-    pub(crate) async fn run<T, C>(&self, connection: &mut C) -> RedisResult<T>
-    where
-        T: FromRedisValue,
-        C: LockConnection,
-    {
-        let replies = raised(connection.send_plain(self).await?)?;
-        Ok(redis::from_redis_value(replies)?)
     }
 
     /// The commands as a redis-rs pipeline.

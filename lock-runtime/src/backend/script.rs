@@ -11,13 +11,12 @@
 
 use std::sync::OnceLock;
 
-use redis::{Cmd, FromRedisValue, RedisResult};
+use redis::Cmd;
 
 use crate::memory::words::{Word, Words};
 use crate::memory::{MemoryStore, Twin};
 
-use super::lock_connection::LockConnection;
-use super::resp::{raised, write_bulk};
+use super::resp::write_bulk;
 
 /// A script's Lua and its SHA1, computed once, and its twin.
 pub(crate) struct LuaScript {
@@ -163,26 +162,6 @@ impl ScriptCall {
             .twin
             .ok_or("this script has no in-memory twin")?;
         store.execute(twin, &self.keys, &self.args)
-    }
-
-    /// Runs the call on `connection`: by SHA, and once more in full if the
-    /// node lacks the script (a `NOSCRIPT` answer means it did not run).
-    pub(crate) async fn run<T, C>(&self, connection: &mut C) -> RedisResult<T>
-    where
-        T: FromRedisValue,
-        C: LockConnection,
-    {
-        let reply = match connection.send_script(self, Form::ByHash).await {
-            Ok(reply) => raised(reply),
-            Err(err) => Err(err),
-        };
-        let reply = match reply {
-            Err(err) if err.code() == Some("NOSCRIPT") => {
-                raised(connection.send_script(self, Form::InFull).await?)
-            }
-            reply => reply,
-        }?;
-        Ok(redis::from_redis_value(reply)?)
     }
 }
 

@@ -20,6 +20,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::OnceCell;
 
 use super::direct::{self, DirectConnection};
+use super::lock_connection::LockConnection;
 use super::node_connection::NodeConnection;
 use super::plain::PlainCommands;
 use super::script::{LuaScript, ScriptCall};
@@ -176,7 +177,7 @@ impl SingleBackend {
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within("a lock script", call.run(&mut connection))
+        self.within("a lock script", connection.run_script(call))
             .await
     }
 
@@ -188,7 +189,7 @@ impl SingleBackend {
         pipe: &PlainCommands,
     ) -> Result<T, LockError> {
         let mut connection = self.connection(route).await?;
-        self.within("a lock pipeline", pipe.run(&mut connection))
+        self.within("a lock pipeline", connection.run_plain(pipe))
             .await
     }
 
@@ -224,7 +225,7 @@ impl SingleBackend {
         call: &ScriptCall,
     ) -> Result<T, LockError> {
         let mut connection = self.renewals.clone();
-        let renewal = call.run(&mut connection);
+        let renewal = connection.run_script(call);
         match self.own_bounds {
             OwnBounds::None => Ok(renewal.await?),
             OwnBounds::Every | OwnBounds::Renewals => {

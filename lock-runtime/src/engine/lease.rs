@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::Route;
 use crate::engine::fence::FenceBasis;
+pub(crate) use crate::engine::lease_state::LeaseState;
 use crate::engine::lease_state::StateCell;
 use crate::engine::renewal::LeaseKind;
 use crate::engine::validity;
@@ -15,17 +16,6 @@ use crate::host::clock::Clock;
 use crate::keys::LockKeys;
 use crate::metrics;
 use crate::owner::OwnerToken;
-
-/// Where a lease stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LeaseState {
-    /// Ours, as far as the holder can tell.
-    Held,
-    /// Known gone (see [`crate::engine::lost`]).
-    Lost,
-    /// Given back by the holder.
-    Released,
-}
 
 /// What a lease is on the server: its kind, its key (the resource's
 /// lock key followed by `suffix`), and how many may hold the resource at

@@ -12,7 +12,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use super::lease::LeaseState;
+/// Where a lease stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeaseState {
+    /// Ours, as far as the holder can tell.
+    Held,
+    /// Known gone (see [`crate::engine::lost`]).
+    Lost,
+    /// Given back by the holder.
+    Released,
+}
 
 /// A lease's state, shared with the waits on its loss.
 #[derive(Debug)]

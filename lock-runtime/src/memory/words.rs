@@ -6,6 +6,8 @@
 //! keys and arguments need no second allocation (a batch of renewals
 //! does).
 
+use crate::owner::LineId;
+
 /// A list of words, appended one by one, read by index.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Words {
@@ -134,6 +136,13 @@ macro_rules! integer_words {
 }
 
 integer_words!(u8, u16, u32, u64, u128, usize, i32, i64);
+
+/// A line, as it displays.
+impl Word for LineId {
+    fn append_to(&self, text: &mut String) {
+        text.extend(self.hex_digits().map(char::from));
+    }
+}
 
 impl<W: Word> FromIterator<W> for Words {
     fn from_iter<I: IntoIterator<Item = W>>(words: I) -> Self {

@@ -36,6 +36,7 @@ use redis::FromRedisValue;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+use super::lock_connection::LockConnection;
 use super::script::{LuaScript, ScriptCall};
 use super::{BatchEntry, ReleaseFeed, Route, batch_answers, batch_call, bounded};
 use crate::config::LockConfig;
@@ -149,7 +150,12 @@ impl ClusterBackend {
     ) -> Result<T, LockError> {
         let slot = &self.pool[route.conn];
         let mut connection = slot.connection();
-        let answer = bounded(self.call_bound, "a lock script", call.run(&mut connection)).await;
+        let answer = bounded(
+            self.call_bound,
+            "a lock script",
+            connection.run_script(call),
+        )
+        .await;
         self.renewing.after(slot, &answer);
         answer
     }
@@ -205,7 +211,7 @@ impl ClusterBackend {
         let answer = bounded(
             self.renewal_bound,
             "a batch script",
-            call.run(&mut connection),
+            connection.run_script(&call),
         )
         .await;
         self.renewing.after(&self.renewals, &answer);
