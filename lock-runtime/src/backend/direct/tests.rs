@@ -39,6 +39,19 @@ async fn get(connection: &mut DirectConnection, key: &str) -> Option<String> {
         .unwrap()
 }
 
+/// A `GET` of `key` that must time out (the server is paused): how long
+/// it waited for that.
+async fn get_timing_out(connection: &mut DirectConnection, key: &str) -> Duration {
+    let started = Instant::now();
+    let err = redis::cmd("GET")
+        .arg(key)
+        .query_async::<Option<String>>(connection)
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    started.elapsed()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_caller_gets_its_own_replies_among_many() {
     let server = RedisServer::start();
@@ -134,14 +147,8 @@ async fn a_frozen_server_times_out_and_later_replies_find_their_callers() {
         .await
         .unwrap();
     server.pause();
-    let started = Instant::now();
-    let err = redis::cmd("GET")
-        .arg("before")
-        .query_async::<Option<String>>(&mut connection)
-        .await
-        .unwrap_err();
-    assert!(err.is_timeout(), "{err}");
-    assert!(started.elapsed() >= RESPONSE, "{:?}", started.elapsed());
+    let waited = get_timing_out(&mut connection, "before").await;
+    assert!(waited >= RESPONSE, "{waited:?}");
     server.resume();
     // The abandoned GET's reply arrives first, and goes to nobody.
     let () = redis::cmd("SET")
@@ -166,26 +173,10 @@ async fn each_request_times_out_at_its_own_deadline_under_one_timer() {
     tokio::time::sleep(RESPONSE / 2).await;
     server.pause();
     let mut first_connection = connection.clone();
-    let first_started = Instant::now();
-    let first = tokio::spawn(async move {
-        let err = redis::cmd("GET")
-            .arg("k")
-            .query_async::<Option<String>>(&mut first_connection)
-            .await
-            .unwrap_err();
-        (err, first_started.elapsed())
-    });
+    let first = tokio::spawn(async move { get_timing_out(&mut first_connection, "k").await });
     tokio::time::sleep(RESPONSE / 2).await;
-    let second_started = Instant::now();
-    let err = redis::cmd("GET")
-        .arg("k")
-        .query_async::<Option<String>>(&mut connection)
-        .await
-        .unwrap_err();
-    let second_waited = second_started.elapsed();
-    let (first_err, first_waited) = first.await.unwrap();
-    assert!(first_err.is_timeout(), "{first_err}");
-    assert!(err.is_timeout(), "{err}");
+    let second_waited = get_timing_out(&mut connection, "k").await;
+    let first_waited = first.await.unwrap();
     assert!(first_waited >= RESPONSE, "{first_waited:?}");
     assert!(second_waited >= RESPONSE, "{second_waited:?}");
     // Not held for a later deadline either: the second request was sent
