@@ -34,7 +34,7 @@ mod node_connection;
 pub(crate) mod permissions;
 pub(crate) mod plain;
 mod pool;
-mod resp;
+pub(crate) mod resp;
 pub(crate) mod tls;
 
 use futures_util::FutureExt;

@@ -1,23 +1,28 @@
 //! RESP as the lock's connections write requests and raise the errors in
 //! replies, for requests written straight into a connection's outgoing
 //! bytes ([`super::script::ScriptCall::write_resp`],
-//! [`super::plain::PlainCommands::write_resp`]).
+//! [`super::plain::PlainCommands::write_resp`]), and the decimal numbers
+//! replies carry, read from their bytes.
 
 use redis::{RedisResult, Value};
 
-/// Appends `word` to `out` as a RESP bulk string.
+/// Appends `word` to `out` as a RESP bulk string. Its callers reserve
+/// room for the whole request first, so each piece is one copy.
 pub(super) fn write_bulk(out: &mut Vec<u8>, word: &str) {
     let length = word.len();
-    out.reserve(length + 24);
-    out.push(b'$');
-    // A lock call's words are short: their lengths written digit by
-    // digit, without a formatter's call.
+    // A lock call's words are short: the header (`$`, the length, the line
+    // end) is written in one piece, its digits without a formatter's call.
     match u8::try_from(length) {
-        Ok(units @ 0..=9) => out.push(b'0' + units),
-        Ok(tens @ 10..=99) => out.extend_from_slice(&[b'0' + tens / 10, b'0' + tens % 10]),
-        _ => out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes()),
+        Ok(units @ 0..=9) => out.extend_from_slice(&[b'$', b'0' + units, b'\r', b'\n']),
+        Ok(tens @ 10..=99) => {
+            out.extend_from_slice(&[b'$', b'0' + tens / 10, b'0' + tens % 10, b'\r', b'\n']);
+        }
+        _ => {
+            out.push(b'$');
+            out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
     }
-    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(word.as_bytes());
     out.extend_from_slice(b"\r\n");
 }
@@ -44,9 +49,75 @@ fn holds_error(reply: &Value) -> bool {
     }
 }
 
+/// The number `text` writes in decimal, read as `str::parse::<u64>`
+/// reads it (an optional `+`, then digits only), or `None`. A lock call's
+/// replies carry a few (a fence, a clock, lengths), and reading their
+/// bytes directly skips the UTF-8 check and the generic parser.
+pub(crate) fn whole_number(text: &[u8]) -> Option<u64> {
+    let digits = text.strip_prefix(b"+").unwrap_or(text);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0_u64, |number, &byte| {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        number.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// The signed number `text` writes in decimal, read as
+/// `str::parse::<i64>` reads it, or `None`.
+pub(crate) fn integer(text: &[u8]) -> Option<i64> {
+    match text.strip_prefix(b"-") {
+        // `0 - n`: the magnitude of `i64::MIN` itself is no `i64`.
+        Some(magnitude) if !magnitude.starts_with(b"+") => {
+            0_i64.checked_sub_unsigned(whole_number(magnitude)?)
+        }
+        Some(_) => None,
+        None => i64::try_from(whole_number(text)?).ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_read_as_the_standard_parsers_read_them() {
+        let texts = [
+            "0",
+            "7",
+            "+7",
+            "-7",
+            "-0",
+            "42",
+            "1700000000",
+            "999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "",
+            "+",
+            "-",
+            "+-1",
+            "-+1",
+            "--1",
+            "1 ",
+            " 1",
+            "1a",
+            "0x1",
+            "١",
+        ];
+        for text in texts {
+            assert_eq!(whole_number(text.as_bytes()), text.parse().ok(), "{text:?}");
+            assert_eq!(integer(text.as_bytes()), text.parse().ok(), "{text:?}");
+        }
+    }
 
     fn error(reply: &[u8]) -> Value {
         redis::parse_redis_value(reply).unwrap()

@@ -18,8 +18,10 @@
 //! on distinct keys never expire each other's. (Expired keys a runtime
 //! left behind when it ended go when someone touches them.)
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use foldhash::HashMap;
 
 /// The clock a call runs on: its tokio runtime's (`None`: outside any).
 pub(crate) type ClockId = Option<tokio::runtime::Id>;
@@ -84,8 +86,8 @@ impl Entry {
 impl Default for Keyspace {
     fn default() -> Self {
         Self {
-            entries: HashMap::new(),
-            expiries: HashMap::new(),
+            entries: HashMap::default(),
+            expiries: HashMap::default(),
             last_time_us: 0,
             last_time_at: None,
             now: Instant::now(),
@@ -142,7 +144,7 @@ impl Keyspace {
     pub(crate) fn zadd(&mut self, key: &str, score: i64, member: &str) -> bool {
         self.drop_if_expired(key);
         let entry = self.entries.entry(key.to_owned()).or_insert_with(|| Entry {
-            data: Data::Sorted(HashMap::new()),
+            data: Data::Sorted(HashMap::default()),
             expires_at: None,
             clock: self.clock,
         });

@@ -91,9 +91,7 @@ fn line(buffer: &[u8], from: usize) -> Option<usize> {
 
 /// A reply's decimal integer.
 fn number(text: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(|text| text.parse().ok())
+    crate::backend::resp::integer(text)
         .ok_or_else(|| format!("{:?} is not a number", String::from_utf8_lossy(text)))
 }
 

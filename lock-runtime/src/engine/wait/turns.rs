@@ -25,10 +25,10 @@
 //! again, and each turn tries while already subscribed, so a busy answer
 //! needs no second try to be sure no release went unheard.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use tokio::sync::OwnedMutexGuard;
 
 use super::waiters::Subscription;

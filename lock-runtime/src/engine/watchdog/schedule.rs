@@ -2,9 +2,11 @@
 //! be reported lost. Pure bookkeeping over instants it is given, so it can
 //! be tested with made-up times; the task ([`super`]) does the I/O.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use foldhash::HashMap;
 
 use crate::engine::lease::Lease;
 use crate::engine::lost::Cause;

@@ -35,6 +35,7 @@
 use redis::{FromRedisValue, ParsingError, Value};
 
 use crate::backend::plain::PlainCommands;
+use crate::backend::resp;
 
 /// The pipeline that takes `lock` for `token` if it is free, then reads
 /// the clock. Sized up front: it runs on every uncontended acquisition.
@@ -102,8 +103,8 @@ fn took(set: &Value) -> Result<bool, ParsingError> {
 /// A whole number the server wrote as text (`TIME`) or as an integer.
 fn number(value: &Value) -> Result<u64, ParsingError> {
     let parsed = match value {
-        Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|t| t.parse().ok()),
-        Value::SimpleString(text) => text.parse().ok(),
+        Value::BulkString(text) => resp::whole_number(text),
+        Value::SimpleString(text) => resp::whole_number(text.as_bytes()),
         Value::Int(number) => u64::try_from(*number).ok(),
         _ => None,
     };

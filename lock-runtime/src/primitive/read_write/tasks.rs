@@ -9,9 +9,10 @@
 //! outside any task (the future a runtime's `block_on` runs, such as
 //! `#[tokio::main]`'s body), for its thread.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use foldhash::HashMap;
 
 use crate::engine::core::Core;
 use crate::engine::handle::LockHandle;
