@@ -121,7 +121,7 @@ async fn locked<F: Future>(
     let held = Held {
         guard: Some(guard),
         frame: frame.clone(),
-        host: locker.core().host.clone(),
+        host: &locker.core().host,
     };
     let outcome = run_body(&locker, options.on_lost, frame, body).await;
     // Taken back at once: the body ended, and `holding` waited for any
@@ -162,19 +162,19 @@ pub fn run_locked_all<F: Future>(
 /// body is mid-step (see [`crate::engine::reentrancy`]). Such a step is waited for
 /// in the background, while the watchdog keeps the lease; the guard's own
 /// drop then releases the lock.
-struct Held {
+struct Held<'a> {
     guard: Option<BodyGuard>,
     frame: Arc<Frame>,
-    host: Host,
+    host: &'a Host,
 }
 
-impl Held {
+impl Held<'_> {
     fn into_guard(mut self) -> Option<BodyGuard> {
         self.guard.take()
     }
 }
 
-impl Drop for Held {
+impl Drop for Held<'_> {
     fn drop(&mut self) {
         let Some(guard) = self.guard.take() else {
             return;

@@ -150,7 +150,8 @@ enum Step<P: Primitive> {
 }
 
 impl<P: Primitive> Attempt<P> {
-    pub(crate) fn new(core: &Arc<Core>, plan: Plan, primitive: P) -> Self {
+    /// The attempt of a request made at `started` (on the locker's clock).
+    pub(crate) fn new(core: &Arc<Core>, plan: Plan, primitive: P, started: Instant) -> Self {
         // Only Redlock leaves calls running after it answers.
         let (flight, landing) = match core.backend {
             Backend::Redlock(ref masters) => {
@@ -175,7 +176,7 @@ impl<P: Primitive> Attempt<P> {
             contended: false,
             gave_back_pass: false,
             down_majority: None,
-            started: core.clock().now(),
+            started,
             backoff: Backoff::new(config.backoff_min, config.backoff_max),
             held_back: None,
             parked: None,
@@ -343,10 +344,15 @@ impl<P: Primitive> Attempt<P> {
                 let taken = !matches!(reply, AcquireReply::Acquired { .. });
                 turn.yield_answered(heard || taken);
             }
-            let left = self.plan.wait.saturating_sub(self.since(started));
+            // One reading of the clock serves the wait left and the check.
+            let answered_at = clock.now();
+            let left = self
+                .plan
+                .wait
+                .saturating_sub(answered_at.saturating_duration_since(started));
             let (pttl, sightings) = match reply {
                 AcquireReply::Acquired { fence } => {
-                    if validity::validity_end(sent_at, self.plan.ttl) > clock.now() {
+                    if validity::validity_end(sent_at, self.plan.ttl) > answered_at {
                         return Ok(Step::Won(Won::from_server(fence, sent_at)));
                     }
                     // The answer came after the lease could have run out, so

@@ -6,7 +6,7 @@
 //! [`Asked`] and puts its own builder and guard in front of it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
@@ -105,7 +105,7 @@ impl Asked {
             waited_ms = tracing::field::Empty,
         );
         let started = self.core.clock().now();
-        let result = self.attempt(wait, &span, primitive).await;
+        let result = self.attempt(wait, &span, primitive, started).await;
         let waited = self.core.clock().now().saturating_duration_since(started);
         let outcome = match &result {
             Ok(hold) => {
@@ -129,12 +129,14 @@ impl Asked {
         result
     }
 
-    /// Checks the request, then runs the attempt (in `span`).
+    /// Checks the request, then runs the attempt (in `span`), timed from
+    /// `started`.
     async fn attempt<P: Primitive>(
         &self,
         wait: Duration,
         span: &tracing::Span,
         primitive: impl FnOnce(LockKeys) -> Result<P, LockError>,
+        started: Instant,
     ) -> Result<Hold<P>, LockError> {
         self.core.host.check_runtime()?;
         let config = &self.core.config;
@@ -156,7 +158,7 @@ impl Asked {
             max_hold: self.max_hold,
             template: self.template,
         };
-        let attempt = Attempt::new(&self.core, plan, primitive(keys)?);
+        let attempt = Attempt::new(&self.core, plan, primitive(keys)?, started);
         // Boxed as `dyn Future + Send`: the future's type is deep (every
         // topology's calls), and proving it `Send` in the application's
         // crate would exceed the compiler's default recursion limit there.
