@@ -219,22 +219,46 @@ impl SentinelSetup {
     }
 
     /// Returns once the server the sentinels do not name replicates from
-    /// the one they name, in sync: after a failover the old master is
+    /// the one they name, in sync: it has applied every write the master
+    /// had taken when this was called. After a failover the old master is
     /// turned into a replica only some seconds later (Sentinel waits before
     /// it reconfigures a server that still calls itself master).
+    ///
+    /// A link reported `up` is not enough: after a diskless full sync (the
+    /// default) the replica reports its link up as soon as it loaded the
+    /// snapshot, while the master holds the commands back until the
+    /// replica's next `REPLCONF ACK` (up to a second later), and a write
+    /// taken meanwhile reaches no replica if the master stops before then.
+    /// The replica's replication offset, which counts only what it applied,
+    /// must reach the master's.
     ///
     /// # Panics
     ///
     /// If that does not happen within 20 s.
     pub fn wait_until_replicated(&self) {
-        self.wait_until("the replica streams from the current master", || {
+        // The master's offset once, when first asked (again if the
+        // sentinels name another master meanwhile): it grows on with the
+        // sentinels' own traffic, which need not be waited for.
+        let target = std::cell::Cell::new(None);
+        self.wait_until("the replica applied the current master's writes", || {
             let Ok(master) = master_port_by(&self.sentinels[0]) else {
                 return false;
             };
-            let replica = if self.master.port() == master {
-                &self.replica
+            let (master_server, replica) = if self.master.port() == master {
+                (&self.master, &self.replica)
             } else {
-                &self.master
+                (&self.replica, &self.master)
+            };
+            let wanted = match target.get() {
+                Some((port, offset)) if port == master => offset,
+                _ => {
+                    let Some(offset) = replication_offset(master_server, "master_repl_offset")
+                    else {
+                        return false;
+                    };
+                    target.set(Some((master, offset)));
+                    offset
+                }
             };
             query::<String>(replica, &["INFO", "replication"]).is_ok_and(|info| {
                 info.lines()
@@ -242,6 +266,8 @@ impl SentinelSetup {
                     && info
                         .lines()
                         .any(|l| l.trim_end() == format!("master_port:{master}"))
+                    && offset_in(&info, "slave_repl_offset")
+                        .is_some_and(|applied| applied >= wanted)
             })
         });
     }
@@ -336,6 +362,20 @@ fn master_port_by(sentinel: &RedisServer) -> redis::RedisResult<u16> {
         &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
     )?;
     Ok(port)
+}
+
+/// The number `field` (`master_repl_offset`, `slave_repl_offset`) of
+/// `server`'s `INFO replication`; None if the server does not answer.
+fn replication_offset(server: &RedisServer, field: &str) -> Option<u64> {
+    let info = query::<String>(server, &["INFO", "replication"]).ok()?;
+    offset_in(&info, field)
+}
+
+/// The number `field` of an `INFO replication` text.
+fn offset_in(info: &str, field: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.parse().ok())
 }
 
 /// `master` or `slave`, from `ROLE`; None if the server does not answer.
