@@ -84,14 +84,16 @@ impl SentinelSetup {
                 .collect();
             RedisServer::start_with(&all)
         };
+        // A full sync starts at once rather than after the default 5 s
+        // (either server may be the master after a failover): a setup is
+        // ready, and a demoted master in sync again, that much sooner.
+        let no_delay = ["--repl-diskless-sync-delay", "0"];
         let (master_args, master_tls) = extra();
-        let master = start(master_args, &[]);
+        let master = start(master_args, &no_delay);
         let named_port = master_tls.unwrap_or(master.port());
         let (replica_args, _) = extra();
-        let replica = start(
-            replica_args,
-            &["--replicaof", "127.0.0.1", &named_port.to_string()],
-        );
+        let replica_of = ["--replicaof", "127.0.0.1", &named_port.to_string()];
+        let replica = start(replica_args, &[&no_delay[..], &replica_of[..]].concat());
         let config = format!(
             "sentinel resolve-hostnames no\n\
              sentinel monitor {MASTER_NAME} 127.0.0.1 {named_port} 2\n\
